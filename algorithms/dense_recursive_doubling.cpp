@@ -1,0 +1,60 @@
+// Dense recursive-doubling allreduce: in round i each rank exchanges its whole current vector with the rank
+// at distance 2^i and adds it (Thakur, Rabenseifner and Gropp, "Optimization of Collective Communication
+// Operations in MPICH", 2005). log2 P rounds of n elements: log P alpha + n log P w beta for P a power of
+// two; other P are folded first (algorithms/power_of_two.hpp).
+#include "algorithms/algorithm.hpp"
+#include "algorithms/power_of_two.hpp"
+
+#include <cmath>
+
+namespace sparsim {
+namespace {
+
+constexpr Tag kFoldTag = 1000;
+constexpr Tag kUnfoldTag = 1001;
+
+class DenseRecursiveDoubling final : public DenseAllreduce {
+public:
+  std::string name() const override { return "dense_recursive_doubling"; }
+  nlohmann::json params() const override { return nlohmann::json::object(); }
+
+  ClosedForm closed_form(const CostInputs& in) const override
+  {
+    const PowerOfTwoFold fold(in.ranks);
+    const double vector_bytes = static_cast<double>(in.n) * in.wire.value_bytes;
+    const double message = in.alpha + vector_bytes * in.seconds_per_byte;
+    ClosedForm cf;
+    const int rounds = fold.log2_p2() + (fold.rem() > 0 ? 2 : 0);
+    cf.time = rounds * message;
+    cf.bytes_sent_per_rank = (fold.log2_p2() + (fold.rem() > 0 ? 1 : 0)) * vector_bytes;
+    cf.bytes_recv_per_rank = cf.bytes_sent_per_rank;
+    cf.formula = "log2(p2)(alpha + n w beta), + 2(alpha + n w beta) to fold when P is not a power of two";
+    return cf;
+  }
+
+  void allreduce(Communicator& comm, DenseVector& data) const override
+  {
+    const PowerOfTwoFold fold(comm.size());
+    fold.fold(comm, data, kFoldTag);
+    const int vr = fold.virtual_rank(comm.rank());
+    if (vr >= 0) {
+      // Exchange the whole vector with the partner at distance 2^i and add it, log2 p2 times.
+      auto scope = comm.phase("exchange");
+      for (int distance = 1, round = 0; distance < fold.p2(); distance *= 2, ++round) {
+        const RankId partner = fold.real_rank(vr ^ distance);
+        auto incoming = comm.sendrecv(partner, extract_block(data, 0, data.length), partner, round);
+        accumulate_block(data, 0, *incoming);
+      }
+    }
+    fold.unfold(comm, data, kUnfoldTag);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> make_dense_recursive_doubling(JsonReader&)
+{
+  return std::make_unique<DenseRecursiveDoubling>();
+}
+
+}  // namespace sparsim

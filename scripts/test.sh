@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Sets up (packages, Release build) and runs the whole test suite with ctest.
+# Usage: bash scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+build=${SPARSIM_BUILD_DIR:-build}
+ctest --test-dir "$build" --output-on-failure -j"$(nproc)"

@@ -1,0 +1,191 @@
+// The communicator: point-to-point messages between simulated ranks, carrying real payloads.
+//
+// Transport model: a send is a one-sided host-to-host transfer (SimGrid's Comm::sendto_async) that starts
+// when the sender posts it, like an RDMA put into a pre-registered buffer; the receiver does not gate it.
+// Matching is done here, by (source, tag), in posting order per (source, tag), so receives never match
+// the wrong message (SimGrid's mailboxes match any source in FIFO order). A send completes when its data
+// has arrived; a receive completes when the matching transfer has completed.
+//
+// Accounting: every message is counted when it is posted, for the sender (sent) and the receiver
+// (received), under the sender's current phase. Phase time is the simulated time each rank spends while
+// the phase is current. The simulated size of a message is wire_bytes(payload), never a number an
+// algorithm passes in.
+#pragma once
+
+#include "sim/units.hpp"
+#include "sim/wire.hpp"
+
+#include <simgrid/s4u/Barrier.hpp>
+#include <simgrid/s4u/Comm.hpp>
+#include <simgrid/s4u/Semaphore.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <typeindex>
+#include <unordered_map>
+#include <vector>
+
+namespace simgrid::s4u {
+class Host;
+}
+
+namespace sparsim {
+
+using Tag = std::uint32_t;
+using PhaseId = std::uint32_t;
+
+// Traffic and time of one rank in one phase.
+struct PhaseStats {
+  std::uint64_t msgs_sent = 0;
+  std::uint64_t msgs_recv = 0;
+  Bytes bytes_sent = 0;
+  Bytes bytes_recv = 0;
+  Seconds time = 0;
+};
+
+// A message posted by a sender and not yet claimed by its receiver.
+struct Envelope {
+  std::shared_ptr<const void> payload;
+  std::type_index type{typeid(void)};
+  simgrid::s4u::CommPtr transfer;
+};
+
+// State shared by all ranks of one simulation: hosts, pending messages, counters, phase names.
+class World {
+public:
+  World(std::vector<simgrid::s4u::Host*> rank_hosts, WireFormat wire);
+
+  int size() const { return static_cast<int>(hosts_.size()); }
+  const WireFormat& wire() const { return wire_; }
+  simgrid::s4u::Host* host(RankId rank) const { return hosts_[rank]; }
+
+  // Phase names are interned to small ids; id 0 is "other" (anything outside a named phase).
+  PhaseId intern_phase(std::string_view name);
+  const std::vector<std::string>& phase_names() const { return phase_names_; }
+
+  // Hands a rank its counters since the last call (one entry per phase id) and resets them.
+  std::vector<PhaseStats> take_stats(RankId rank);
+
+  // A zero-cost barrier that lines all ranks up at the same simulated time (between iterations).
+  void align_ranks() { barrier_->wait(); }
+
+private:
+  friend class Communicator;
+  struct Inbox {
+    std::unordered_map<std::uint64_t, std::vector<Envelope>> pending;  // by (source, tag), oldest first
+    bool waiting = false;                                              // blocked in wait() on `waiting_for`
+    std::uint64_t waiting_for = 0;
+    simgrid::s4u::SemaphorePtr wakeup;
+  };
+  PhaseStats& stats(RankId rank, PhaseId phase);
+
+  std::vector<simgrid::s4u::Host*> hosts_;
+  WireFormat wire_;
+  std::vector<Inbox> inboxes_;
+  std::vector<std::vector<PhaseStats>> stats_;
+  std::vector<std::string> phase_names_;
+  simgrid::s4u::BarrierPtr barrier_;
+};
+
+// A posted send or receive. Complete it with Communicator::wait / wait_all.
+class Request {
+public:
+  Request() = default;
+  bool is_receive() const { return receive_; }
+  bool done() const { return done_; }
+
+private:
+  friend class Communicator;
+  bool receive_ = false;
+  bool done_ = false;
+  RankId peer_ = -1;
+  Tag tag_ = 0;
+  Envelope message_;  // for a send: the transfer; for a receive: filled in when matched
+};
+
+// One rank's view of the World; used only from that rank's actor.
+class Communicator {
+public:
+  Communicator(World& world, RankId rank);
+
+  RankId rank() const { return rank_; }
+  int size() const { return world_.size(); }
+  const WireFormat& wire() const { return world_.wire(); }
+
+  // Non-blocking send of an immutable payload; its simulated size is wire_bytes(*payload, wire()).
+  template <class T> Request isend(RankId dest, Tag tag, std::shared_ptr<const T> payload)
+  {
+    Bytes bytes = wire_bytes(*payload, wire());
+    return post_send(dest, tag, std::static_pointer_cast<const void>(std::move(payload)), typeid(T), bytes);
+  }
+  Request irecv(RankId source, Tag tag);
+  void wait(Request& request);
+  void wait_all(std::vector<Request>& requests);
+
+  // The payload of a completed receive. Throws std::logic_error if the sender sent another type.
+  template <class T> std::shared_ptr<const T> take(Request& request)
+  {
+    if (!request.done_ || !request.receive_)
+      throw std::logic_error("Communicator::take on a receive that has not completed");
+    if (request.message_.type != typeid(T))
+      throw std::logic_error("Communicator::take: payload type mismatch from rank " +
+                             std::to_string(request.peer_));
+    return std::static_pointer_cast<const T>(request.message_.payload);
+  }
+
+  // Blocking forms.
+  template <class T> void send(RankId dest, Tag tag, std::shared_ptr<const T> payload)
+  {
+    Request r = isend(dest, tag, std::move(payload));
+    wait(r);
+  }
+  template <class T> std::shared_ptr<const T> recv(RankId source, Tag tag)
+  {
+    Request r = irecv(source, tag);
+    wait(r);
+    return take<T>(r);
+  }
+  // Send to one peer and receive from another, both in flight at once (a ring step).
+  template <class T>
+  std::shared_ptr<const T> sendrecv(RankId dest, std::shared_ptr<const T> payload, RankId source, Tag tag)
+  {
+    Request s = isend(dest, tag, std::move(payload));
+    Request r = irecv(source, tag);
+    wait(r);
+    wait(s);
+    return take<T>(r);
+  }
+
+  // Phases: `auto scope = comm.phase("reduce_scatter");` attributes traffic and time to the phase until
+  // the scope ends, then returns to the enclosing phase.
+  class PhaseScope {
+  public:
+    PhaseScope(Communicator& comm, PhaseId phase);
+    ~PhaseScope();
+    PhaseScope(const PhaseScope&) = delete;
+    PhaseScope& operator=(const PhaseScope&) = delete;
+
+  private:
+    Communicator& comm_;
+    PhaseId previous_;
+  };
+  PhaseScope phase(std::string_view name) { return PhaseScope(*this, world_.intern_phase(name)); }
+
+  // Closes the running phase's time segment (call before harvesting stats).
+  void flush_phase_time();
+
+private:
+  Request post_send(RankId dest, Tag tag, std::shared_ptr<const void> payload, std::type_index type, Bytes bytes);
+  void switch_phase(PhaseId next);
+  bool try_match(Request& request);
+
+  World& world_;
+  RankId rank_;
+  PhaseId phase_ = 0;
+  Seconds phase_started_ = 0;
+};
+
+}  // namespace sparsim

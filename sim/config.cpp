@@ -1,0 +1,107 @@
+#include "sim/config.hpp"
+
+#include "algorithms/registry.hpp"
+
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+
+namespace sparsim {
+
+nlohmann::json read_json_file(const std::filesystem::path& file)
+{
+  std::ifstream in(file);
+  if (!in)
+    throw ConfigError("(file)", fmt::format("\"{}\"", file.string()), "a readable JSON file");
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ConfigError("(file)", fmt::format("\"{}\"", file.string()), fmt::format("valid JSON ({})", e.what()));
+  }
+}
+
+ExperimentConfig parse_config(const nlohmann::json& document, const std::filesystem::path& config_dir,
+                              std::shared_ptr<FieldLog> log)
+{
+  JsonReader root(document, "", std::move(log));
+  ExperimentConfig config;
+  config.name = root.get_string("name", "experiment");
+  config.seed = static_cast<std::uint64_t>(root.get_int("seed", 1, 0));
+  config.ranks = static_cast<int>(root.get_int("ranks", std::nullopt, 1, 1 << 20));
+  config.iterations = static_cast<int>(root.get_int("iterations", 1, 1, 1'000'000));
+
+  config.topology = parse_topology(root.object("topology"), config_dir);
+  if (static_cast<std::size_t>(config.ranks) > config.topology->node_count())
+    root.fail("ranks", config.ranks,
+              fmt::format("at most the platform's {} nodes ({})", config.topology->node_count(),
+                          config.topology->describe()));
+  config.placement = parse_placement(root.optional_object("placement"));
+
+  {
+    JsonReader workload = root.object("workload");
+    config.workload.n = static_cast<std::uint64_t>(workload.get_int("n", std::nullopt, 1, 1'000'000'000'000));
+    config.workload.wire.value_bytes = static_cast<int>(workload.get_int("value_bytes", 4, 1, 8));
+    config.workload.wire.index_bytes = static_cast<int>(workload.get_int("index_bytes", 4, 1, 8));
+    config.workload.data = workload.get_enum("data", {"real", "phantom"}, "real");
+    workload.finish();
+  }
+
+  JsonReader algorithm = root.object("algorithm");
+  const std::string algorithm_path = algorithm.path();
+  config.algorithm = parse_algorithm(std::move(algorithm));
+  for (const auto& entry : algorithm_registry())
+    if (entry.name == config.algorithm->name())
+      config.algorithm_kind = entry.kind;
+  if (config.workload.data == "phantom" && config.algorithm_kind != "dense")
+    throw ConfigError("workload.data", "\"phantom\"", "\"real\": sparse algorithms select from real values");
+
+  config.gradients = parse_gradient_source(root.optional_object("gradients"), config.seed);
+
+  {
+    JsonReader network = root.optional_object("network");
+    config.network.model = network.get_enum("model", {"CM02", "LV08", "SMPI", "Constant"}, "CM02");
+    config.network.crosstraffic = network.get_bool("crosstraffic", false);
+    network.finish();
+  }
+  {
+    JsonReader simulation = root.optional_object("simulation");
+    config.verify = simulation.get_bool("verify", config.workload.data == "real");
+    if (config.verify && config.workload.data == "phantom")
+      simulation.fail("verify", true, "false: phantom data has no values to verify");
+    simulation.finish();
+  }
+  root.finish();
+  return config;
+}
+
+ExperimentConfig load_config(const std::filesystem::path& file, std::shared_ptr<FieldLog> log)
+{
+  return parse_config(read_json_file(file), file.parent_path(), std::move(log));
+}
+
+nlohmann::json ExperimentConfig::resolved() const
+{
+  nlohmann::json algorithm_json = algorithm->params();
+  algorithm_json["name"] = algorithm->name();
+  return {
+      {"name", name},
+      {"seed", seed},
+      {"ranks", ranks},
+      {"iterations", iterations},
+      {"topology", topology->to_json()},
+      {"placement", {{"type", placement.type}, {"seed", placement.seed}}},
+      {"workload",
+       {{"n", workload.n},
+        {"value_bytes", workload.wire.value_bytes},
+        {"index_bytes", workload.wire.index_bytes},
+        {"data", workload.data}}},
+      {"algorithm", algorithm_json},
+      {"gradients", gradients->to_json()},
+      {"network", {{"model", network.model}, {"crosstraffic", network.crosstraffic}}},
+      {"simulation", {{"verify", verify}}},
+  };
+}
+
+}  // namespace sparsim

@@ -1,0 +1,57 @@
+// An experiment config: the JSON a user writes, validated into typed settings before anything runs.
+// Every field, its unit, default and meaning is listed in docs/config.md (a test keeps the two in sync).
+#pragma once
+
+#include "algorithms/algorithm.hpp"
+#include "sim/gradients.hpp"
+#include "sim/json_reader.hpp"
+#include "sim/wire.hpp"
+#include "topologies/topology.hpp"
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace sparsim {
+
+// SimGrid network model settings. CM02 without cross traffic makes a lone message cost exactly
+// latency + size / bandwidth and shares contended links max-min fairly (see docs/config.md).
+struct NetworkOptions {
+  std::string model = "CM02";
+  bool crosstraffic = false;
+};
+
+struct Workload {
+  std::uint64_t n = 0;        // gradient length in elements
+  WireFormat wire;
+  std::string data = "real";  // "real" values or "phantom" (lengths only; dense algorithms)
+};
+
+struct ExperimentConfig {
+  std::string name;
+  std::uint64_t seed = 1;
+  int ranks = 1;
+  int iterations = 1;
+  std::unique_ptr<Topology> topology;
+  Placement placement;
+  std::unique_ptr<Algorithm> algorithm;
+  std::string algorithm_kind;  // "dense" or "sparse"
+  Workload workload;
+  std::unique_ptr<GradientSource> gradients;
+  NetworkOptions network;
+  bool verify = true;
+
+  // The config with every default filled in, as written into result manifests.
+  nlohmann::json resolved() const;
+};
+
+// Parses a config document. `config_dir` resolves relative file references (platform files).
+// Every path read is added to `log` when given (used by the docs test).
+ExperimentConfig parse_config(const nlohmann::json& document, const std::filesystem::path& config_dir,
+                              std::shared_ptr<FieldLog> log = nullptr);
+// Reads and parses a config file; unreadable files and malformed JSON are ConfigErrors too.
+ExperimentConfig load_config(const std::filesystem::path& file, std::shared_ptr<FieldLog> log = nullptr);
+nlohmann::json read_json_file(const std::filesystem::path& file);
+
+}  // namespace sparsim

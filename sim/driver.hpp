@@ -1,0 +1,61 @@
+// The rank driver: builds the platform, starts one SimGrid actor per rank and runs the iterations.
+//
+// Each iteration starts with all ranks aligned at the same simulated time (a zero-cost barrier), so an
+// iteration's time is that of the collective alone. Per rank and phase it records messages, bytes and
+// simulated time; the result rows aggregate them per (iteration, phase).
+#pragma once
+
+#include "algorithms/algorithm.hpp"
+#include "sim/config.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sparsim {
+
+// One row of results.csv: a phase of one iteration (phase "total" for the whole iteration).
+struct PhaseRow {
+  int iteration = 0;
+  std::string phase;
+  Seconds sim_time = 0;  // max over ranks of the time spent in the phase
+  std::uint64_t msgs_sent_max = 0;
+  double bytes_sent_max = 0;
+  double bytes_sent_mean = 0;
+  double bytes_recv_max = 0;
+  double bytes_recv_mean = 0;
+  bool has_model = false;  // the closed form is given on "total" rows
+  Seconds model_time = 0;
+  double model_bytes_per_rank = 0;
+};
+
+// One row of ranks.csv: one rank's traffic in one phase of one iteration.
+struct RankRow {
+  int iteration = 0;
+  RankId rank = 0;
+  std::string phase;
+  PhaseStats stats;
+};
+
+struct RunOutput {
+  std::vector<PhaseRow> rows;
+  std::vector<RankRow> rank_rows;
+  RouteSummary routes;
+  CostInputs cost_inputs;
+  ClosedForm closed_form;
+  bool verified = false;        // the result was checked against a direct sum
+  double verify_max_error = 0;  // largest |result - reference| / tolerance seen (<= 1 passes)
+  Seconds wall_time = 0;
+  std::uint64_t peak_rss_bytes = 0;
+  std::uint64_t messages = 0;   // simulated messages, all iterations
+};
+
+// Runs the experiment. Creates SimGrid's engine, so call it at most once per process.
+// Throws ConfigError for problems found while building the platform, std::runtime_error for failures
+// (deadlock, a result that fails verification).
+RunOutput run_experiment(const ExperimentConfig& config, bool show_progress);
+
+// SimGrid command-line options for the config's network model.
+std::vector<std::string> simgrid_options(const NetworkOptions& network);
+
+}  // namespace sparsim

@@ -1,0 +1,67 @@
+#include "sim/gradients.hpp"
+
+namespace sparsim {
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t x)
+{
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Uniform values in [-1, 1): the simplest dense workload for the dense baselines.
+class UniformSource final : public GradientSource {
+public:
+  explicit UniformSource(std::uint64_t seed) : seed_(seed) {}
+  std::string name() const override { return "uniform"; }
+  nlohmann::json to_json() const override { return {{"source", "uniform"}}; }
+  void generate(RankId rank, int iteration, std::span<float> out) const override
+  {
+    const std::uint64_t base = mix_coordinates(seed_, rank, iteration, 0);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const std::uint64_t bits = splitmix64(base + i);
+      out[i] = static_cast<float>(static_cast<double>(bits >> 11) * 0x1.0p-52 - 1.0);
+    }
+  }
+
+private:
+  std::uint64_t seed_;
+};
+
+// Small integers in [-8, 8]: every partial sum is exact in fp32 (up to 2^20 ranks), so reductions can be
+// checked for exact equality whatever the summation order.
+class IntegerSource final : public GradientSource {
+public:
+  explicit IntegerSource(std::uint64_t seed) : seed_(seed) {}
+  std::string name() const override { return "integers"; }
+  nlohmann::json to_json() const override { return {{"source", "integers"}}; }
+  void generate(RankId rank, int iteration, std::span<float> out) const override
+  {
+    const std::uint64_t base = mix_coordinates(seed_, rank, iteration, 0);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      out[i] = static_cast<float>(static_cast<int>(splitmix64(base + i) % 17) - 8);
+  }
+
+private:
+  std::uint64_t seed_;
+};
+
+}  // namespace
+
+std::uint64_t mix_coordinates(std::uint64_t seed, std::uint64_t rank, std::uint64_t iteration, std::uint64_t index)
+{
+  return splitmix64(splitmix64(splitmix64(splitmix64(seed) ^ rank) ^ iteration) ^ index);
+}
+
+std::unique_ptr<GradientSource> parse_gradient_source(JsonReader gradients, std::uint64_t seed)
+{
+  const std::string source = gradients.get_enum("source", {"uniform", "integers"}, "uniform");
+  gradients.finish();
+  if (source == "integers")
+    return std::make_unique<IntegerSource>(seed);
+  return std::make_unique<UniformSource>(seed);
+}
+
+}  // namespace sparsim

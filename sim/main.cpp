@@ -1,0 +1,184 @@
+// The sparsim command line: run, validate, topology, algorithms.
+#include "algorithms/registry.hpp"
+#include "sim/config.hpp"
+#include "sim/driver.hpp"
+#include "sim/results.hpp"
+#include "topologies/network_graph.hpp"
+
+#include <simgrid/s4u/Engine.hpp>
+
+#include <cstdio>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <unistd.h>
+
+namespace {
+
+constexpr const char* kUsage = R"(sparsim: simulate sparse and dense allreduces on SimGrid platforms
+
+usage:
+  sparsim run CONFIG.json [--out DIR] [--quiet]   run an experiment; results go to DIR
+                                                  (default results/<config name>)
+  sparsim validate CONFIG.json                    check a config and build its platform; runs nothing
+  sparsim topology CONFIG.json [--dot FILE]       describe the platform; --dot writes Graphviz DOT
+                                                  (FILE "-" for standard output)
+  sparsim algorithms                              list the registered algorithms
+  sparsim --help                                  this text
+
+Exit status: 0 success, 1 the run failed, 2 bad arguments or a bad config.
+Config fields are documented in docs/config.md.
+)";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Arguments {
+  std::string command;
+  std::string config;
+  std::string out;
+  std::string dot;
+  bool quiet = false;
+};
+
+Arguments parse_arguments(int argc, char** argv)
+{
+  Arguments args;
+  if (argc < 2)
+    throw UsageError("no command given");
+  args.command = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* flag) {
+      if (i + 1 >= argc)
+        throw UsageError(fmt::format("{} needs a value", flag));
+      return std::string(argv[++i]);
+    };
+    if (arg == "--out" && args.command == "run")
+      args.out = value("--out");
+    else if (arg == "--quiet" && args.command == "run")
+      args.quiet = true;
+    else if (arg == "--dot" && args.command == "topology")
+      args.dot = value("--dot");
+    else if (!arg.empty() && arg[0] != '-' && args.config.empty())
+      args.config = arg;
+    else
+      throw UsageError(fmt::format("unexpected argument \"{}\" for \"{}\"", arg, args.command));
+  }
+  const bool needs_config = args.command == "run" || args.command == "validate" || args.command == "topology";
+  if (needs_config && args.config.empty())
+    throw UsageError(fmt::format("\"{}\" needs a CONFIG.json", args.command));
+  return args;
+}
+
+std::string joined_command_line(int argc, char** argv)
+{
+  std::string line;
+  for (int i = 0; i < argc; ++i)
+    line += (i ? " " : "") + std::string(argv[i]);
+  return line;
+}
+
+int command_run(const Arguments& args, const std::string& command_line)
+{
+  const sparsim::ExperimentConfig config = sparsim::load_config(args.config);
+  const std::filesystem::path out = args.out.empty() ? std::filesystem::path("results") / config.name : args.out;
+  if (!args.quiet)
+    fmt::print(stderr, "sparsim: running {} ({} on {} ranks, {} iteration(s))\n", args.config,
+               config.algorithm->name(), config.ranks, config.iterations);
+  const sparsim::RunOutput output = sparsim::run_experiment(config, !args.quiet);
+  sparsim::write_results(out, config, output, sparsim::collect_provenance(command_line));
+  if (!args.quiet)
+    fmt::print("{}  results    {}\n", sparsim::summarize_run(config, output), out.string());
+  return 0;
+}
+
+// Builds the platform of a config in a fresh engine and returns the placed ranks' hosts.
+std::vector<simgrid::s4u::Host*> build_platform(const sparsim::ExperimentConfig& config)
+{
+  std::vector<std::string> args = {"sparsim"};
+  for (const auto& option : sparsim::simgrid_options(config.network))
+    args.push_back(option);
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  int argc = static_cast<int>(argv.size());
+  static simgrid::s4u::Engine engine(&argc, argv.data());
+  const auto nodes = config.topology->build();
+  std::vector<simgrid::s4u::Host*> rank_hosts;
+  for (std::size_t node : sparsim::place_ranks(config.placement, config.ranks, nodes.size()))
+    rank_hosts.push_back(nodes[node]);
+  return rank_hosts;
+}
+
+int command_validate(const Arguments& args)
+{
+  const sparsim::ExperimentConfig config = sparsim::load_config(args.config);
+  const auto routes = sparsim::summarize_routes(build_platform(config));
+  fmt::print("{}: valid\n  {} on {} ranks, n = {}, {} iteration(s)\n  platform {}\n  routes latency {} .. {}, "
+             "bottleneck bandwidth {} .. {}\n",
+             args.config, config.algorithm->name(), config.ranks, config.workload.n, config.iterations,
+             config.topology->describe(), sparsim::format_duration(routes.latency_min),
+             sparsim::format_duration(routes.latency_max), sparsim::format_bandwidth(routes.bandwidth_min),
+             sparsim::format_bandwidth(routes.bandwidth_max));
+  return 0;
+}
+
+int command_topology(const Arguments& args)
+{
+  const sparsim::ExperimentConfig config = sparsim::load_config(args.config);
+  const sparsim::NetworkGraph graph = config.topology->graph();
+  if (args.dot == "-") {
+    graph.write_dot(std::cout);
+    return 0;
+  }
+  fmt::print("{}\n  {} vertices, {} links in the graph view\n", config.topology->describe(), graph.vertex_count(),
+             graph.edge_count());
+  if (!args.dot.empty()) {
+    std::ofstream out(args.dot);
+    graph.write_dot(out);
+    if (!out)
+      throw std::runtime_error("cannot write " + args.dot);
+    fmt::print("  DOT written to {}\n", args.dot);
+  }
+  return 0;
+}
+
+int command_algorithms()
+{
+  for (const auto& entry : sparsim::algorithm_registry())
+    fmt::print("{:<28} {:<7} {}\n", entry.name, entry.kind, entry.summary);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  try {
+    const Arguments args = parse_arguments(argc, argv);
+    if (args.command == "--help" || args.command == "-h" || args.command == "help") {
+      fmt::print("{}", kUsage);
+      return 0;
+    }
+    if (args.command == "run")
+      return command_run(args, joined_command_line(argc, argv));
+    if (args.command == "validate")
+      return command_validate(args);
+    if (args.command == "topology")
+      return command_topology(args);
+    if (args.command == "algorithms")
+      return command_algorithms();
+    throw UsageError(fmt::format("unknown command \"{}\"", args.command));
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "sparsim: {}\n\n{}", e.what(), kUsage);
+    return 2;
+  } catch (const sparsim::ConfigError& e) {
+    fmt::print(stderr, "sparsim: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "sparsim: error: {}\n", e.what());
+    return 1;
+  }
+}

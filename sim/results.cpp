@@ -1,0 +1,162 @@
+#include "sim/results.hpp"
+
+#include <simgrid/version.h>
+
+#include <cstdio>
+#include <fmt/format.h>
+#include <fstream>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace sparsim {
+namespace {
+
+std::string run_command(const std::string& command)
+{
+  std::string output;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[256];
+    while (fgets(buffer, sizeof buffer, pipe))
+      output += buffer;
+    if (pclose(pipe) != 0)
+      return "";
+  }
+  while (!output.empty() && (output.back() == '\n' || output.back() == ' '))
+    output.pop_back();
+  return output;
+}
+
+std::string results_csv(const ExperimentConfig& config, const RunOutput& output)
+{
+  std::string csv = "algorithm,topology,ranks,n,iteration,phase,sim_time_s,msgs_sent_max,bytes_sent_max,"
+                    "bytes_sent_mean,bytes_recv_max,bytes_recv_mean,model_time_s,model_bytes_per_rank\n";
+  for (const auto& row : output.rows) {
+    csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},", config.algorithm->name(), config.topology->type(),
+                       config.ranks, config.workload.n, row.iteration, row.phase, row.sim_time, row.msgs_sent_max,
+                       row.bytes_sent_max, row.bytes_sent_mean, row.bytes_recv_max, row.bytes_recv_mean);
+    csv += row.has_model ? fmt::format("{},{}\n", row.model_time, row.model_bytes_per_rank) : ",\n";
+  }
+  return csv;
+}
+
+std::string ranks_csv(const RunOutput& output)
+{
+  std::string csv = "iteration,rank,phase,msgs_sent,bytes_sent,msgs_recv,bytes_recv,time_s\n";
+  for (const auto& row : output.rank_rows)
+    csv += fmt::format("{},{},{},{},{},{},{},{}\n", row.iteration, row.rank, row.phase, row.stats.msgs_sent,
+                       row.stats.bytes_sent, row.stats.msgs_recv, row.stats.bytes_recv, row.stats.time);
+  return csv;
+}
+
+}  // namespace
+
+Provenance collect_provenance(const std::string& command_line)
+{
+  Provenance p;
+  const std::string git = fmt::format("git -C '{}' ", SPARSIM_SOURCE_DIR);
+  p.git_revision = run_command(git + "rev-parse HEAD 2>/dev/null");
+  if (p.git_revision.empty())
+    p.git_revision = "unknown";
+  else if (!run_command(git + "status --porcelain --untracked-files=no 2>/dev/null").empty())
+    p.git_revision += "-dirty";
+  p.simgrid_version = fmt::format("{}.{}.{}", SIMGRID_VERSION_MAJOR, SIMGRID_VERSION_MINOR, SIMGRID_VERSION_PATCH);
+  p.command_line = command_line;
+  return p;
+}
+
+std::string config_hash(const nlohmann::json& resolved)
+{
+  std::uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : resolved.dump()) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  return fmt::format("{:016x}", hash);
+}
+
+void write_file_atomically(const std::filesystem::path& path, const std::string& text)
+{
+  const std::filesystem::path temporary = path.string() + fmt::format(".tmp-{}", getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out)
+      throw std::runtime_error("cannot write " + temporary.string());
+  }
+  std::filesystem::rename(temporary, path);
+}
+
+void write_results(const std::filesystem::path& dir, const ExperimentConfig& config, const RunOutput& output,
+                   const Provenance& provenance)
+{
+  std::filesystem::create_directories(dir);
+  // A manifest left by an earlier run would vouch for files this run is replacing: remove it first.
+  std::filesystem::remove(dir / "manifest.json");
+  write_file_atomically(dir / "results.csv", results_csv(config, output));
+  write_file_atomically(dir / "ranks.csv", ranks_csv(output));
+
+  const nlohmann::json resolved = config.resolved();
+  nlohmann::json manifest = {
+      {"config", resolved},
+      {"config_hash", config_hash(resolved)},
+      {"git_revision", provenance.git_revision},
+      {"simgrid_version", provenance.simgrid_version},
+      {"simgrid_options", simgrid_options(config.network)},
+      {"seed", config.seed},
+      {"command_line", provenance.command_line},
+      {"wire_format", config.workload.wire.describe()},
+      {"routes",
+       {{"latency_min_s", output.routes.latency_min},
+        {"latency_max_s", output.routes.latency_max},
+        {"bandwidth_min_Bps", output.routes.bandwidth_min},
+        {"bandwidth_max_Bps", output.routes.bandwidth_max},
+        {"hops_max", output.routes.hops_max}}},
+      {"closed_form",
+       {{"formula", output.closed_form.formula},
+        {"alpha_s", output.cost_inputs.alpha},
+        {"beta_s_per_byte", output.cost_inputs.seconds_per_byte},
+        {"time_s", output.closed_form.time},
+        {"bytes_sent_per_rank", output.closed_form.bytes_sent_per_rank},
+        {"bytes_recv_per_rank", output.closed_form.bytes_recv_per_rank}}},
+      {"verification", {{"checked", output.verified}, {"max_error_over_tolerance", output.verify_max_error}}},
+      {"simulated_messages", output.messages},
+      {"wall_time_s", output.wall_time},
+      {"peak_rss_bytes", output.peak_rss_bytes},
+      {"files", {"results.csv", "ranks.csv"}},
+  };
+  write_file_atomically(dir / "manifest.json", manifest.dump(2) + "\n");
+}
+
+std::string summarize_run(const ExperimentConfig& config, const RunOutput& output)
+{
+  double time_sum = 0, sent_max = 0;
+  int totals = 0;
+  for (const auto& row : output.rows)
+    if (row.phase == "total") {
+      time_sum += row.sim_time;
+      sent_max = std::max(sent_max, row.bytes_sent_max);
+      ++totals;
+    }
+  const double mean_time = totals ? time_sum / totals : 0;
+  std::string s;
+  s += fmt::format("{}: {} on {} ranks, n = {}, {} iteration(s)\n", config.name, config.algorithm->name(),
+                   config.ranks, config.workload.n, config.iterations);
+  s += fmt::format("  platform   {}\n", config.topology->describe());
+  s += fmt::format("  routes     latency {} .. {}, bottleneck bandwidth {} .. {}\n",
+                   format_duration(output.routes.latency_min), format_duration(output.routes.latency_max),
+                   format_bandwidth(output.routes.bandwidth_min), format_bandwidth(output.routes.bandwidth_max));
+  s += fmt::format("  time       {} per iteration (closed form, contention-free: {}; ratio {:.4f})\n",
+                   format_duration(mean_time), format_duration(output.closed_form.time),
+                   output.closed_form.time > 0 ? mean_time / output.closed_form.time : 0.0);
+  s += fmt::format("  volume     {} sent by the busiest rank per iteration (closed form {})\n",
+                   format_bytes(sent_max), format_bytes(output.closed_form.bytes_sent_per_rank));
+  if (output.verified)
+    s += fmt::format("  verified   every rank's result equals the direct sum (worst error {:.3g} of tolerance)\n",
+                     output.verify_max_error);
+  s += fmt::format("  simulation {} messages, wall {:.2f} s, peak memory {}\n", output.messages, output.wall_time,
+                   format_bytes(static_cast<double>(output.peak_rss_bytes)));
+  return s;
+}
+
+}  // namespace sparsim
