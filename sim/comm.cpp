@@ -50,6 +50,16 @@ Communicator::Communicator(World& world, RankId rank)
 {
 }
 
+void World::start_transfer(Message& message)
+{
+  message.activity = simgrid::s4u::Comm::sendto_async(hosts_[message.source], hosts_[message.dest], message.bytes);
+  // A rank blocked on this message before it started now becomes its waiter.
+  if (message.blocked_rank >= 0) {
+    inboxes_[message.blocked_rank].wakeup->release();
+    message.blocked_rank = -1;
+  }
+}
+
 Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void> payload, std::type_index type,
                                 Bytes bytes)
 {
@@ -65,19 +75,28 @@ Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void
   Request request;
   request.peer_ = dest;
   request.tag_ = tag;
-  request.message_.transfer =
-      simgrid::s4u::Comm::sendto_async(world_.host(rank_), world_.host(dest), bytes);
-  request.message_.payload = std::move(payload);
-  request.message_.type = type;
-
-  // Leave the message in the receiver's inbox and wake the receiver if it waits for exactly this one.
   auto& inbox = world_.inboxes_[dest];
   const std::uint64_t key = match_key(rank_, tag);
-  inbox.pending[key].push_back(request.message_);
-  if (inbox.waiting && inbox.waiting_for == key) {
-    inbox.waiting = false;
-    inbox.wakeup->release();
+  auto posted = inbox.unmatched_receives.find(key);
+  const bool receive_posted = posted != inbox.unmatched_receives.end();
+  if (receive_posted) {
+    // The receive is already posted: fill it and start the transfer now.
+    request.message_ = std::move(posted->second.front());
+    posted->second.erase(posted->second.begin());
+    if (posted->second.empty())
+      inbox.unmatched_receives.erase(posted);
+  } else {
+    request.message_ = std::make_shared<Message>();
+    inbox.unmatched_sends[key].push_back(request.message_);
   }
+  Message& message = *request.message_;
+  message.source = rank_;
+  message.dest = dest;
+  message.bytes = bytes;
+  message.payload = std::move(payload);
+  message.type = type;
+  if (receive_posted)
+    world_.start_transfer(message);
   return request;
 }
 
@@ -89,47 +108,56 @@ Request Communicator::irecv(RankId source, Tag tag)
   request.receive_ = true;
   request.peer_ = source;
   request.tag_ = tag;
-  try_match(request);
-  return request;
-}
-
-bool Communicator::try_match(Request& request)
-{
-  if (request.message_.transfer)
-    return true;
   auto& inbox = world_.inboxes_[rank_];
-  auto it = inbox.pending.find(match_key(request.peer_, request.tag_));
-  if (it == inbox.pending.end())
-    return false;
-  request.message_ = std::move(it->second.front());
-  it->second.erase(it->second.begin());
-  if (it->second.empty())
-    inbox.pending.erase(it);
-  return true;
+  const std::uint64_t key = match_key(source, tag);
+  auto sent = inbox.unmatched_sends.find(key);
+  if (sent != inbox.unmatched_sends.end()) {
+    // The send is already posted: match it and start the transfer now.
+    request.message_ = std::move(sent->second.front());
+    sent->second.erase(sent->second.begin());
+    if (sent->second.empty())
+      inbox.unmatched_sends.erase(sent);
+    world_.start_transfer(*request.message_);
+  } else {
+    request.message_ = std::make_shared<Message>();
+    inbox.unmatched_receives[key].push_back(request.message_);
+  }
+  return request;
 }
 
 void Communicator::wait(Request& request)
 {
   if (request.done_)
     return;
-  if (request.receive_) {
-    // Block until the matching send has been posted, then until its data has arrived.
-    auto& inbox = world_.inboxes_[rank_];
-    while (!try_match(request)) {
-      inbox.waiting = true;
-      inbox.waiting_for = match_key(request.peer_, request.tag_);
-      inbox.wakeup->acquire();
-    }
-  }
-  request.message_.transfer->wait();
+  wait_transfer(*request.message_);
   request.done_ = true;
   if (!request.receive_)
-    request.message_ = Envelope{};  // the sender keeps nothing once delivered
+    request.message_.reset();  // the sender keeps nothing once delivered
+}
+
+void Communicator::wait_transfer(Message& message)
+{
+  // Until the transfer has started (both sides posted), or while the other side waits on it, block; the
+  // first rank to find it started and unwaited waits on the SimGrid activity and then wakes the other.
+  while (!message.finished) {
+    if (message.activity && !message.being_waited) {
+      message.being_waited = true;
+      message.activity->wait();
+      message.finished = true;
+      if (message.blocked_rank >= 0) {
+        world_.inboxes_[message.blocked_rank].wakeup->release();
+        message.blocked_rank = -1;
+      }
+      return;
+    }
+    message.blocked_rank = rank_;
+    world_.inboxes_[rank_].wakeup->acquire();
+  }
 }
 
 void Communicator::wait_all(std::vector<Request>& requests)
 {
-  // Transfers progress on their own once posted, so waiting in order finishes at the same simulated
+  // Transfers progress on their own once started, so waiting in order finishes at the same simulated
   // time as waiting for whichever completes first.
   for (auto& request : requests)
     wait(request);

@@ -1,12 +1,13 @@
 // The communicator: point-to-point messages between simulated ranks, carrying real payloads.
 //
-// Transport model: a send is a one-sided host-to-host transfer (SimGrid's Comm::sendto_async) that starts
-// when the sender posts it, like an RDMA put into a pre-registered buffer; the receiver does not gate it.
-// Matching is done here, by (source, tag), in posting order per (source, tag), so receives never match
-// the wrong message (SimGrid's mailboxes match any source in FIFO order). A send completes when its data
-// has arrived; a receive completes when the matching transfer has completed.
+// Transport model (rendezvous, as MPI uses for large messages and as the alpha-beta closed forms assume):
+// a message's transfer starts when both its send and its matching receive have been posted; it is then a
+// host-to-host SimGrid transfer (Comm::sendto_async) of wire_bytes(payload) bytes. The handshake itself is
+// not charged. Receives match by (source, tag), in posting order per (source, tag); SimGrid's own mailboxes
+// match any source in FIFO order, which makes all-to-all phases fragile. A send completes when its data
+// has arrived, and so does the matching receive.
 //
-// Accounting: every message is counted when it is posted, for the sender (sent) and the receiver
+// Accounting: every message is counted when its send is posted, for the sender (sent) and the receiver
 // (received), under the sender's current phase. Phase time is the simulated time each rank spends while
 // the phase is current. The simulated size of a message is wire_bytes(payload), never a number an
 // algorithm passes in.
@@ -46,11 +47,19 @@ struct PhaseStats {
   Seconds time = 0;
 };
 
-// A message posted by a sender and not yet claimed by its receiver.
-struct Envelope {
-  std::shared_ptr<const void> payload;
+// One message, shared by its send and receive requests. `activity` is null until both sides have posted.
+// Only one actor may wait on a SimGrid activity in flight (a second waiter leaks a kernel action in SimGrid
+// 3.32), so the first rank to wait waits on the activity and the other blocks on its wakeup semaphore.
+struct Message {
+  RankId source = -1;
+  RankId dest = -1;
+  Bytes bytes = 0;
+  std::shared_ptr<const void> payload;  // null until a send fills a posted receive
   std::type_index type{typeid(void)};
-  simgrid::s4u::CommPtr transfer;
+  simgrid::s4u::CommPtr activity;
+  bool finished = false;
+  bool being_waited = false;
+  RankId blocked_rank = -1;  // a rank blocked until the transfer starts or finishes
 };
 
 // State shared by all ranks of one simulation: hosts, pending messages, counters, phase names.
@@ -74,12 +83,15 @@ public:
 
 private:
   friend class Communicator;
+  using MessagePtr = std::shared_ptr<Message>;
+  // Per receiving rank, by (source, tag), oldest first: sends whose receive is not posted yet, and posted
+  // receives whose send has not come yet (for one key at most one of the two is non-empty).
   struct Inbox {
-    std::unordered_map<std::uint64_t, std::vector<Envelope>> pending;  // by (source, tag), oldest first
-    bool waiting = false;                                              // blocked in wait() on `waiting_for`
-    std::uint64_t waiting_for = 0;
-    simgrid::s4u::SemaphorePtr wakeup;
+    std::unordered_map<std::uint64_t, std::vector<MessagePtr>> unmatched_sends;
+    std::unordered_map<std::uint64_t, std::vector<MessagePtr>> unmatched_receives;
+    simgrid::s4u::SemaphorePtr wakeup;  // released only while the rank is blocked on it
   };
+  void start_transfer(Message& message);
   PhaseStats& stats(RankId rank, PhaseId phase);
 
   std::vector<simgrid::s4u::Host*> hosts_;
@@ -103,7 +115,7 @@ private:
   bool done_ = false;
   RankId peer_ = -1;
   Tag tag_ = 0;
-  Envelope message_;  // for a send: the transfer; for a receive: filled in when matched
+  std::shared_ptr<Message> message_;
 };
 
 // One rank's view of the World; used only from that rank's actor.
@@ -130,10 +142,10 @@ public:
   {
     if (!request.done_ || !request.receive_)
       throw std::logic_error("Communicator::take on a receive that has not completed");
-    if (request.message_.type != typeid(T))
+    if (request.message_->type != typeid(T))
       throw std::logic_error("Communicator::take: payload type mismatch from rank " +
                              std::to_string(request.peer_));
-    return std::static_pointer_cast<const T>(request.message_.payload);
+    return std::static_pointer_cast<const T>(request.message_->payload);
   }
 
   // Blocking forms.
@@ -180,7 +192,7 @@ public:
 private:
   Request post_send(RankId dest, Tag tag, std::shared_ptr<const void> payload, std::type_index type, Bytes bytes);
   void switch_phase(PhaseId next);
-  bool try_match(Request& request);
+  void wait_transfer(Message& message);
 
   World& world_;
   RankId rank_;

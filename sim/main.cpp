@@ -83,7 +83,7 @@ std::string joined_command_line(int argc, char** argv)
 int command_run(const Arguments& args, const std::string& command_line)
 {
   const sparsim::ExperimentConfig config = sparsim::load_config(args.config);
-  const std::filesystem::path out = args.out.empty() ? std::filesystem::path("results") / config.name : args.out;
+  const std::filesystem::path out = args.out.empty() ? std::filesystem::path("results") / config.name : std::filesystem::path(args.out);
   if (!args.quiet)
     fmt::print(stderr, "sparsim: running {} ({} on {} ranks, {} iteration(s))\n", args.config,
                config.algorithm->name(), config.ranks, config.iterations);

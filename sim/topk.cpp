@@ -51,33 +51,45 @@ void check_size(std::span<const float> x)
 
 // ---- Compaction: (i, x[i]) for |x[i]| > threshold ----
 
-constexpr std::size_t kLanes = 16;    // floats per AVX-512 vector; also the portable group size
-constexpr std::size_t kChunk = 2048;  // entries per chunk; the scratch (2 x 8 KiB) stays in L1
+constexpr std::size_t kLanes = 16;              // floats per AVX-512 vector and per 64-byte cache line
+constexpr std::size_t kChunk = 2048;            // entries per chunk; the scratch (2 x 8 KiB) stays in L1
+constexpr std::size_t kPrefetchAhead = 2048;    // entries (8 KiB) ahead: one core alone does not saturate DRAM
 
-// A chunk kernel compacts x[0, n) (n <= kChunk) into idx/val (room for n + kLanes entries) and returns the count.
-using ChunkKernel = std::size_t (*)(const float* x, std::size_t n, Index base, float threshold, Index* idx,
-                                    float* val);
+// Ask for the cache line kPrefetchAhead entries past x[i] (clamped to the end of x); a hint, never a fault.
+void prefetch_ahead(std::span<const float> x, std::size_t i)
+{
+  __builtin_prefetch(x.data() + std::min(i + kPrefetchAhead, x.size() - 1));
+}
 
-std::size_t compact_chunk_portable(const float* x, std::size_t n, Index base, float threshold, Index* idx, float* val)
+// A chunk kernel compacts x[begin, end) (end - begin <= kChunk) into idx/val (room for kChunk + kLanes entries) and
+// returns the count.
+using ChunkKernel = std::size_t (*)(std::span<const float> x, std::size_t begin, std::size_t end, float threshold,
+                                    Index* idx, float* val);
+
+std::size_t compact_chunk_portable(std::span<const float> x, std::size_t begin, std::size_t end, float threshold,
+                                   Index* idx, float* val)
 {
   std::size_t m = 0;
-  std::size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    // Test the whole group first (the compiler vectorizes this); at top-k densities most groups have no hit.
-    int any_hit = 0;
+  std::size_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) {
+    prefetch_ahead(x, i);
+    // Count the group's hits first (the compiler vectorizes this); at top-k densities most groups have none.
+    const float* group = x.data() + i;
+    int hits = 0;
+#pragma GCC unroll 1  // keep the loop for the vectorizer (unrolled first, GCC 12 leaves it scalar)
     for (std::size_t j = 0; j < kLanes; ++j)
-      any_hit |= std::fabs(x[i + j]) > threshold;
-    if (!any_hit)
+      hits += std::fabs(group[j]) > threshold;
+    if (hits == 0)
       continue;
     // Write every entry of the group at the end of the output and advance only over hits: no branch per entry.
-    for (std::size_t j = 0; j < kLanes; ++j) {
-      idx[m] = base + static_cast<Index>(i + j);
-      val[m] = x[i + j];
-      m += std::fabs(x[i + j]) > threshold;
+    for (std::size_t j = i; j < i + kLanes; ++j) {
+      idx[m] = static_cast<Index>(j);
+      val[m] = x[j];
+      m += std::fabs(x[j]) > threshold;
     }
   }
-  for (; i < n; ++i) {
-    idx[m] = base + static_cast<Index>(i);
+  for (; i < end; ++i) {
+    idx[m] = static_cast<Index>(i);
     val[m] = x[i];
     m += std::fabs(x[i]) > threshold;
   }
@@ -85,20 +97,23 @@ std::size_t compact_chunk_portable(const float* x, std::size_t n, Index base, fl
 }
 
 #if SPARSIM_HAVE_AVX512_KERNEL
-__attribute__((target("avx512f,popcnt"))) std::size_t compact_chunk_avx512(const float* x, std::size_t n, Index base,
-                                                                             float threshold, Index* idx, float* val)
+__attribute__((target("avx512f,popcnt"))) std::size_t compact_chunk_avx512(std::span<const float> x, std::size_t begin,
+                                                                             std::size_t end, float threshold,
+                                                                             Index* idx, float* val)
 {
   const __m512 t = _mm512_set1_ps(threshold);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   std::size_t m = 0;
-  for (std::size_t i = 0; i < n; i += kLanes) {
+  for (std::size_t i = begin; i < end; i += kLanes) {
+    prefetch_ahead(x, i);
     // The last step of the chunk may be partial: masked-off lanes are neither loaded nor selected.
-    const __mmask16 valid = n - i >= kLanes ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
-    const __m512 v = _mm512_maskz_loadu_ps(valid, x + i);
+    const __mmask16 valid = end - i >= kLanes ? __mmask16(0xffff) : __mmask16((1u << (end - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(valid, x.data() + i);
     // _CMP_GT_OQ is false for NaN, so NaN entries are never selected.
     const __mmask16 hit = _mm512_mask_cmp_ps_mask(valid, _mm512_abs_ps(v), t, _CMP_GT_OQ);
-    const __m512i index = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(base + i)), lane);
-    // Compress in registers and store all 16 lanes; the lanes past the hits are overwritten by the next step.
+    const __m512i index = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(i)), lane);
+    // Compress in registers and store all 16 lanes, without a branch: the lanes past the hits are overwritten by the
+    // next step. (Branching on "any hit" mispredicts too often at 1-2% density.)
     _mm512_storeu_si512(idx + m, _mm512_maskz_compress_epi32(hit, index));
     _mm512_storeu_ps(val + m, _mm512_maskz_compress_ps(hit, v));
     m += static_cast<std::size_t>(_mm_popcnt_u32(hit));
@@ -125,8 +140,7 @@ void append_above(std::span<const float> x, float threshold, CompactionIsa isa, 
   Index idx[kChunk + kLanes];
   float val[kChunk + kLanes];
   for (std::size_t begin = 0; begin < x.size(); begin += kChunk) {
-    const std::size_t n = std::min(kChunk, x.size() - begin);
-    const std::size_t m = kernel(x.data() + begin, n, static_cast<Index>(begin), threshold, idx, val);
+    const std::size_t m = kernel(x, begin, std::min(begin + kChunk, x.size()), threshold, idx, val);
     out.indices.insert(out.indices.end(), idx, idx + m);
     out.values.insert(out.values.end(), val, val + m);
   }
@@ -137,6 +151,7 @@ void append_above(std::span<const float> x, float threshold, CompactionIsa isa, 
 constexpr std::size_t kExactBelow = std::size_t{1} << 14;  // below this n, compute the exact range directly
 constexpr std::size_t kEntriesPerSample = 256;              // sample size n / 256 ...
 constexpr std::size_t kMaxSamples = std::size_t{1} << 16;   // ... up to 2^16
+constexpr std::size_t kSamplePrefetch = 16;                 // samples in flight: they are random DRAM accesses
 constexpr double kMarginSigmas = 5;                         // binomial standard deviations of margin on each side
 
 // The k-th largest key is expected in [lo, hi]: entries with key > hi are certainly in the top k, entries with
@@ -144,13 +159,47 @@ constexpr double kMarginSigmas = 5;                         // binomial standard
 struct KeyRange {
   Key lo = 0;
   Key hi = kInfKey;
+  std::size_t expected_candidates = 0;  // expected number of entries with key >= lo (to reserve the output)
 };
 
-// The key of descending rank `rank` (1-based, <= keys.size()) among keys; reorders keys.
-Key key_of_rank(std::vector<Key>& keys, std::size_t rank)
+// The key of descending rank `rank` (1-based, <= keys.size()) among keys; reorders keys so that the rank - 1 largest
+// come first. For small arrays (std::nth_element mispredicts about every other comparison on large ones).
+Key key_of_rank(std::span<Key> keys, std::size_t rank)
 {
   std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(rank - 1), keys.end(), std::greater<>());
   return keys[rank - 1];
+}
+
+constexpr int kRadixBits = 12;                // 4096 buckets: the histogram (16 KiB) stays in L1
+constexpr std::size_t kRadixFinish = 1024;    // key_of_rank finishes below this many keys
+
+// The key of descending rank `rank` (1-based, <= keys.size()) among keys, which all lie in [lo, hi]; shrinks keys.
+// MSD radix select: a histogram of the top kRadixBits bits of key - lo finds the bucket that holds the rank-th largest
+// key; keep the keys of that bucket and repeat on its narrower range (at most 3 rounds for 31-bit keys).
+Key select_rank(std::vector<Key>& keys, std::size_t rank, Key lo, Key hi)
+{
+  std::vector<std::uint32_t> histogram(std::size_t{1} << kRadixBits);
+  while (keys.size() > kRadixFinish && lo < hi) {
+    const int shift = std::max(0, static_cast<int>(std::bit_width(hi - lo)) - kRadixBits);
+    std::fill(histogram.begin(), histogram.end(), 0);
+    for (Key key : keys)
+      ++histogram[(key - lo) >> shift];
+    // From the top bucket down to the one holding the rank-th largest key; rank becomes the rank inside it.
+    std::size_t bucket = (hi - lo) >> shift;
+    for (; histogram[bucket] < rank; --bucket)
+      rank -= histogram[bucket];
+    // Keep the keys of that bucket, in place and branch-free (write every key, advance only over the bucket's).
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const Key key = keys[i];
+      keys[kept] = key;
+      kept += ((key - lo) >> shift) == bucket;
+    }
+    keys.resize(kept);
+    lo += static_cast<Key>(bucket << shift);
+    hi = std::min(hi, lo + ((Key{1} << shift) - 1));
+  }
+  return lo == hi ? lo : key_of_rank(keys, rank);
 }
 
 // The exact range lo = hi = key of the min(k, m)-th largest of the m non-NaN entries (k >= 1; the default range
@@ -164,8 +213,9 @@ KeyRange exact_range(std::span<const float> x, std::size_t k)
       keys.push_back(magnitude_key(v));
   if (keys.empty())
     return {};
-  const Key key = key_of_rank(keys, std::min(k, keys.size()));
-  return {key, key};
+  const std::size_t rank = std::min(k, keys.size());
+  const Key key = select_rank(keys, rank, 0, kInfKey);
+  return {key, key, rank};
 }
 
 // The range from the sample (k >= 1). Among the s sampled positions, the number of keys >= the k-th largest key of x
@@ -174,19 +224,28 @@ KeyRange sampled_range(std::span<const float> x, std::size_t k, const std::vecto
 {
   std::vector<Key> keys;
   keys.reserve(positions.size());
-  for (std::size_t p : positions)
-    if (magnitude_key(x[p]) <= kInfKey)
-      keys.push_back(magnitude_key(x[p]));
-  const double mean = static_cast<double>(k) * static_cast<double>(positions.size()) / static_cast<double>(x.size());
+  for (std::size_t j = 0; j < positions.size(); ++j) {
+    if (j + kSamplePrefetch < positions.size())
+      __builtin_prefetch(x.data() + positions[j + kSamplePrefetch]);
+    if (magnitude_key(x[positions[j]]) <= kInfKey)
+      keys.push_back(magnitude_key(x[positions[j]]));
+  }
+  const double per_sample = static_cast<double>(x.size()) / static_cast<double>(positions.size());
+  const double mean = static_cast<double>(k) / per_sample;
   // The constant term keeps the margin wide when the mean is a handful of samples or fewer.
   const double margin = kMarginSigmas * std::sqrt(mean) + kMarginSigmas;
   KeyRange range;
+  range.expected_candidates = x.size();
   const double rank_lo = std::ceil(mean + margin);
-  if (rank_lo < static_cast<double>(keys.size()))
-    range.lo = key_of_rank(keys, static_cast<std::size_t>(rank_lo));
+  if (rank_lo >= static_cast<double>(keys.size()))
+    return range;  // k is close to n: every non-NaN entry is a candidate, none is certain
+  range.lo = key_of_rank(keys, static_cast<std::size_t>(rank_lo));
+  range.expected_candidates = static_cast<std::size_t>((mean + 2 * margin) * per_sample);
+  // The rank_lo - 1 largest keys now come first; rank_hi < rank_lo is among them.
   const double rank_hi = std::floor(mean - margin);
   if (rank_hi >= 1)
-    range.hi = key_of_rank(keys, static_cast<std::size_t>(rank_hi));
+    range.hi = key_of_rank(std::span(keys).first(static_cast<std::size_t>(rank_lo) - 1),
+                           static_cast<std::size_t>(rank_hi));
   return range;
 }
 
@@ -208,46 +267,53 @@ TopkCandidates find_topk(std::span<const float> x, std::size_t k)
 
   // Phase 1: the key range of the k-th largest magnitude.
   const std::vector<std::size_t> positions = detail::sample_positions(x.size());
-  KeyRange range = positions.empty() ? exact_range(x, k) : sampled_range(x, k, positions);
+  const bool sampled = !positions.empty();
+  KeyRange range = sampled ? sampled_range(x, k, positions) : exact_range(x, k);
 
   // Phase 2: candidates key >= lo, i.e. |x| > the float just below lo (-1 selects every non-NaN entry).
+  SparseVector& c = result.candidates;
   auto collect = [&] {
     const float below_lo = range.lo == 0 ? -1.0f : std::bit_cast<float>(range.lo - 1);
-    result.candidates.clear();
-    append_above(x, below_lo, isa, result.candidates);
+    c.clear();
+    c.reserve(std::min(range.expected_candidates, x.size()));
+    append_above(x, below_lo, isa, c);
   };
   collect();
-  if (result.candidates.size() < k && range.lo > 0) {
+  if (sampled && c.size() < k && range.lo > 0) {
     // The sample put lo above the k-th largest key: fall back to the exact range (rare for any input).
     range = exact_range(x, k);
     collect();
   }
-  SparseVector& c = result.candidates;
   // Fewer candidates than k only when lo = 0, i.e. the candidates are all non-NaN entries.
   const std::size_t k_eff = std::min(k, c.size());
   if (k_eff == 0)
     return result;
 
-  // Phase 3: count the candidates certainly in (key > hi) and gather the keys of the others. If the sample put hi
-  // below the k-th largest key, there are k_eff or more "certain" ones: select among all candidates instead.
-  std::size_t certain = 0;
-  for (float v : c.values)
-    certain += magnitude_key(v) > range.hi;
-  if (certain >= k_eff) {
-    range.hi = kInfKey;
-    certain = 0;
-  }
+  // Phase 3: the candidates with key > hi are certainly in; gather the keys of the others (the band), branch-free:
+  // write every key, advance only over band members.
   std::vector<Key> band;
-  band.reserve(c.size() - certain);
-  for (float v : c.values)
-    if (magnitude_key(v) <= range.hi)
-      band.push_back(magnitude_key(v));
-  result.kth_key = key_of_rank(band, k_eff - certain);
+  auto gather_band = [&] {
+    band.resize(c.size() + 1);
+    std::size_t members = 0;
+    for (float v : c.values) {
+      band[members] = magnitude_key(v);
+      members += magnitude_key(v) <= range.hi;
+    }
+    band.resize(members);
+  };
+  gather_band();
+  if (c.size() - band.size() >= k_eff) {
+    // The sample put hi below the k-th largest key: select among all candidates instead.
+    range.hi = kInfKey;
+    gather_band();
+  }
+  const std::size_t certain = c.size() - band.size();
+  result.kth_key = select_rank(band, k_eff - certain, range.lo, range.hi);
 
-  // Ties: k_eff minus the number of keys strictly above the k-th (band[0, rank) holds the band's keys >= the k-th).
-  std::size_t above = certain;
-  for (std::size_t i = 0; i + 1 < k_eff - certain; ++i)
-    above += band[i] > result.kth_key;
+  // Ties: k_eff minus the number of candidates strictly above the k-th largest key.
+  std::size_t above = 0;
+  for (float v : c.values)
+    above += magnitude_key(v) > result.kth_key;
   result.ties = k_eff - above;
   return result;
 }
@@ -261,17 +327,17 @@ std::vector<std::size_t> sample_positions(std::size_t n)
   std::vector<std::size_t> positions;
   if (n < kExactBelow)
     return positions;
+  // s strata of `stride` entries (the last n mod s entries are never sampled); splitmix64 of the stratum number picks
+  // the position inside it (scaled to the stratum by a multiply-shift instead of a slow modulo).
   const std::size_t s = std::min(kMaxSamples, n / kEntriesPerSample);
+  const std::uint64_t stride = n / s;
   positions.reserve(s);
-  for (std::size_t j = 0; j < s; ++j) {
-    // Stratum j is [j n / s, (j + 1) n / s); splitmix64 of j picks the position inside it.
-    const std::size_t begin = j * n / s;
-    const std::size_t end = (j + 1) * n / s;
+  for (std::uint64_t j = 0; j < s; ++j) {
     std::uint64_t z = j + 0x9e3779b97f4a7c15u;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
     z ^= z >> 31;
-    positions.push_back(begin + static_cast<std::size_t>(z % (end - begin)));
+    positions.push_back(static_cast<std::size_t>(j * stride + (((z >> 32) * stride) >> 32)));
   }
   return positions;
 }
@@ -303,9 +369,20 @@ SparseVector select_above(std::span<const float> x, float threshold)
 std::size_t count_above(std::span<const float> x, float threshold)
 {
   check_size(x);
+  // Groups of kLanes entries as in the portable compaction: a vectorized count per group, prefetch per cache line.
   std::size_t count = 0;
-  for (float v : x)
-    count += std::fabs(v) > threshold;
+  std::size_t i = 0;
+  for (; i + kLanes <= x.size(); i += kLanes) {
+    prefetch_ahead(x, i);
+    const float* group = x.data() + i;
+    int hits = 0;
+#pragma GCC unroll 1  // keep the loop for the vectorizer (unrolled first, GCC 12 leaves it scalar)
+    for (std::size_t j = 0; j < kLanes; ++j)
+      hits += std::fabs(group[j]) > threshold;
+    count += static_cast<std::size_t>(hits);
+  }
+  for (; i < x.size(); ++i)
+    count += std::fabs(x[i]) > threshold;
   return count;
 }
 
@@ -313,21 +390,17 @@ SparseVector select_topk(std::span<const float> x, std::size_t k)
 {
   check_size(x);
   TopkCandidates found = find_topk(x, k);
-  // Keep, in index order, the candidates above the k-th largest key and the first `ties` equal to it.
+  // Keep, in index order, the candidates above the k-th largest key and the first `ties` equal to it. Branch-free
+  // (copy every candidate, advance only over kept ones) because ~10% of the candidates go at unpredictable places.
   SparseVector& c = found.candidates;
   std::size_t kept = 0;
   for (std::size_t i = 0; i < c.size(); ++i) {
     const Key key = magnitude_key(c.values[i]);
-    bool keep = key > found.kth_key;
-    if (key == found.kth_key && found.ties > 0) {
-      keep = true;
-      --found.ties;
-    }
-    if (keep) {
-      c.indices[kept] = c.indices[i];
-      c.values[kept] = c.values[i];
-      ++kept;
-    }
+    const bool tie = key == found.kth_key && found.ties > 0;
+    found.ties -= tie;
+    c.indices[kept] = c.indices[i];
+    c.values[kept] = c.values[i];
+    kept += key > found.kth_key || tie;
   }
   c.indices.resize(kept);
   c.values.resize(kept);

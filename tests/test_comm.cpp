@@ -1,0 +1,216 @@
+// The communicator on a hand-built two-link star: matching by (source, tag), timing of one-sided
+// transfers, payload types and per-phase accounting.
+#include "sim/comm.hpp"
+
+#include <simgrid/s4u.hpp>
+
+#include <gtest/gtest.h>
+
+using namespace sparsim;
+namespace sg4 = simgrid::s4u;
+
+namespace {
+
+constexpr double kLatency = 1e-6;
+constexpr double kBandwidth = 1e9;
+
+// One engine per test process (ctest runs each TEST alone). Hosts on a star of split-duplex links.
+struct Simulation {
+  std::vector<std::string> args{"test", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
+                                "--log=root.thresh:warning", "--log=xbt_cfg.thresh:warning"};
+  std::vector<char*> argv;
+  int argc;
+  std::unique_ptr<sg4::Engine> engine;
+  std::vector<sg4::Host*> hosts;
+
+  explicit Simulation(int ranks)
+  {
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argc = static_cast<int>(argv.size());
+    engine = std::make_unique<sg4::Engine>(&argc, argv.data());
+    auto* zone = sg4::create_star_zone("star");
+    for (int i = 0; i < ranks; ++i) {
+      auto* host = zone->create_host("h" + std::to_string(i), 1e9);
+      auto* link = zone->create_split_duplex_link("l" + std::to_string(i), kBandwidth)->set_latency(kLatency);
+      zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr, {{link, sg4::LinkInRoute::Direction::UP}},
+                      true);
+      hosts.push_back(host);
+    }
+    zone->seal();
+  }
+};
+
+std::shared_ptr<const DenseBlock> block_of(std::vector<float> values)
+{
+  auto b = std::make_shared<DenseBlock>();
+  b->length = values.size();
+  b->values = std::move(values);
+  return b;
+}
+
+}  // namespace
+
+TEST(Communicator, MatchesBySourceAndTagNotArrivalOrder)
+{
+  Simulation sim(3);
+  World world(sim.hosts, WireFormat{});
+  std::vector<float> got_tag2, got_tag1, got_from2;
+  sg4::Actor::create("r0", sim.hosts[0], [&] {
+    Communicator comm(world, 0);
+    std::vector<Request> sends;  // non-blocking: rendezvous sends wait for their receive
+    sends.push_back(comm.isend(1, 1, block_of({1, 1})));
+    sends.push_back(comm.isend(1, 2, block_of({2, 2, 2})));
+    comm.wait_all(sends);
+  });
+  sg4::Actor::create("r2", sim.hosts[2], [&] {
+    Communicator comm(world, 2);
+    comm.send(1, 1, block_of({9}));
+  });
+  sg4::Actor::create("r1", sim.hosts[1], [&] {
+    Communicator comm(world, 1);
+    got_tag2 = comm.recv<DenseBlock>(0, 2)->values;
+    got_from2 = comm.recv<DenseBlock>(2, 1)->values;
+    got_tag1 = comm.recv<DenseBlock>(0, 1)->values;
+  });
+  sim.engine->run();
+  EXPECT_EQ(got_tag2, (std::vector<float>{2, 2, 2}));
+  EXPECT_EQ(got_tag1, (std::vector<float>{1, 1}));
+  EXPECT_EQ(got_from2, (std::vector<float>{9}));
+}
+
+TEST(Communicator, SameSourceAndTagArriveInPostingOrder)
+{
+  Simulation sim(2);
+  World world(sim.hosts, WireFormat{});
+  std::vector<float> order;
+  sg4::Actor::create("r0", sim.hosts[0], [&] {
+    Communicator comm(world, 0);
+    std::vector<Request> sends;
+    for (float v : {3.f, 1.f, 2.f})
+      sends.push_back(comm.isend(1, 5, block_of({v})));
+    comm.wait_all(sends);
+  });
+  sg4::Actor::create("r1", sim.hosts[1], [&] {
+    Communicator comm(world, 1);
+    for (int i = 0; i < 3; ++i)
+      order.push_back(comm.recv<DenseBlock>(0, 5)->values.at(0));
+  });
+  sim.engine->run();
+  EXPECT_EQ(order, (std::vector<float>{3, 1, 2}));
+}
+
+TEST(Communicator, TransferTimeIsAlphaPlusSizeOverBandwidth)
+{
+  Simulation sim(2);
+  World world(sim.hosts, WireFormat{});
+  double received_at = -1, sent_at = -1;
+  const std::size_t elements = 250000;  // 1 MB of fp32
+  sg4::Actor::create("r0", sim.hosts[0], [&] {
+    Communicator comm(world, 0);
+    sg4::this_actor::sleep_for(0.5);  // the receive is posted long before the send
+    comm.send(1, 0, block_of(std::vector<float>(elements, 1.f)));
+    sent_at = sg4::Engine::get_clock();
+  });
+  sg4::Actor::create("r1", sim.hosts[1], [&] {
+    Communicator comm(world, 1);
+    Request r = comm.irecv(0, 0);
+    comm.wait(r);
+    received_at = sg4::Engine::get_clock();
+    EXPECT_EQ(comm.take<DenseBlock>(r)->values.size(), elements);
+  });
+  sim.engine->run();
+  const double expected = 0.5 + 2 * kLatency + elements * 4.0 / kBandwidth;
+  EXPECT_NEAR(received_at, expected, 1e-12);
+  EXPECT_NEAR(sent_at, expected, 1e-12);
+}
+
+TEST(Communicator, TransferStartsWhenBothSidesHavePosted)
+{
+  Simulation sim(2);
+  World world(sim.hosts, WireFormat{});
+  double send_done = -1, recv_done = -1;
+  const std::size_t elements = 2500;  // 10 kB
+  sg4::Actor::create("r0", sim.hosts[0], [&] {
+    Communicator comm(world, 0);
+    comm.send(1, 0, block_of(std::vector<float>(elements, 1.f)));  // posted at 0, receive posted at 0.25
+    send_done = sg4::Engine::get_clock();
+  });
+  sg4::Actor::create("r1", sim.hosts[1], [&] {
+    Communicator comm(world, 1);
+    sg4::this_actor::sleep_for(0.25);
+    comm.recv<DenseBlock>(0, 0);
+    recv_done = sg4::Engine::get_clock();
+  });
+  sim.engine->run();
+  const double expected = 0.25 + 2 * kLatency + elements * 4.0 / kBandwidth;
+  EXPECT_NEAR(send_done, expected, 1e-12);
+  EXPECT_NEAR(recv_done, expected, 1e-12);
+}
+
+TEST(Communicator, WrongPayloadTypeIsAnError)
+{
+  Simulation sim(2);
+  World world(sim.hosts, WireFormat{});
+  bool threw = false;
+  sg4::Actor::create("r0", sim.hosts[0], [&] {
+    Communicator comm(world, 0);
+    comm.send(1, 0, std::make_shared<const Counts>(Counts{{1, 2}}));
+  });
+  sg4::Actor::create("r1", sim.hosts[1], [&] {
+    Communicator comm(world, 1);
+    try {
+      comm.recv<DenseBlock>(0, 0);
+    } catch (const std::logic_error&) {
+      threw = true;
+    }
+  });
+  sim.engine->run();
+  EXPECT_TRUE(threw);
+}
+
+TEST(Communicator, CountsMessagesBytesAndTimePerPhase)
+{
+  Simulation sim(2);
+  WireFormat wire;
+  wire.value_bytes = 2;  // bf16 values: the size follows the wire format
+  World world(sim.hosts, wire);
+  std::vector<PhaseStats> stats0, stats1;
+  PhaseId first = 0, second = 0;
+  sg4::Actor::create("r0", sim.hosts[0], [&] {
+    Communicator comm(world, 0);
+    {
+      auto scope = comm.phase("first");
+      comm.send(1, 0, block_of(std::vector<float>(1000, 0.f)));
+      comm.send(1, 0, block_of(std::vector<float>(10, 0.f)));
+    }
+    {
+      auto scope = comm.phase("second");
+      comm.send(1, 1, std::make_shared<const Counts>(Counts{{1, 2, 3}}));
+    }
+    comm.flush_phase_time();
+    stats0 = world.take_stats(0);
+  });
+  sg4::Actor::create("r1", sim.hosts[1], [&] {
+    Communicator comm(world, 1);
+    comm.recv<DenseBlock>(0, 0);
+    comm.recv<DenseBlock>(0, 0);
+    comm.recv<Counts>(0, 1);
+    comm.flush_phase_time();
+    sg4::this_actor::sleep_for(1);  // let rank 0 finish its bookkeeping first
+    stats1 = world.take_stats(1);
+  });
+  sim.engine->run();
+  first = world.intern_phase("first");
+  second = world.intern_phase("second");
+  EXPECT_EQ(stats0[first].msgs_sent, 2u);
+  EXPECT_EQ(stats0[first].bytes_sent, 2020u);
+  EXPECT_EQ(stats0[second].bytes_sent, 12u);  // metadata: 4-byte integers
+  EXPECT_EQ(stats1[first].msgs_recv, 2u);
+  EXPECT_EQ(stats1[first].bytes_recv, 2020u);
+  EXPECT_EQ(stats1[second].bytes_recv, 12u);
+  EXPECT_EQ(stats1[first].bytes_sent, 0u);
+  const double first_time = 2 * (2 * kLatency) + 2020 / kBandwidth;
+  EXPECT_NEAR(stats0[first].time, first_time, 1e-12);
+  EXPECT_NEAR(stats0[second].time, 2 * kLatency + 12 / kBandwidth, 1e-12);
+}

@@ -1,0 +1,159 @@
+// Config loading: broken configs fail with exit status 2 and a message naming the field; docs/config.md
+// lists exactly the fields the loader reads.
+#include "sim/config.hpp"
+#include "sparsim_cli.hpp"
+
+#include <fstream>
+#include <gtest/gtest.h>
+#include <regex>
+
+using namespace sparsim;
+using namespace sparsim::testing;
+
+namespace {
+
+nlohmann::json good_config()
+{
+  return {
+      {"name", "ok"},
+      {"ranks", 4},
+      {"topology", {{"type", "star"}, {"nodes", 8}, {"bandwidth", "10GBps"}, {"latency", "1us"}}},
+      {"algorithm", {{"name", "dense_ring"}}},
+      {"workload", {{"n", 1000}}},
+  };
+}
+
+// Validates `config` through the CLI; expects exit 2 and a message naming `path` (and `value` if given).
+void expect_rejected(const nlohmann::json& config, const std::string& path, const std::string& value = "")
+{
+  const auto dir = scratch_dir("bad");
+  std::ofstream(dir / "config.json") << config.dump();
+  CliResult r = run_cli("validate " + (dir / "config.json").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("config error at " + path + ":"), std::string::npos) << r.output;
+  if (!value.empty())
+    EXPECT_NE(r.output.find(value), std::string::npos) << r.output;
+}
+
+std::set<std::string> documented_fields()
+{
+  std::ifstream in(std::string(SPARSIM_SOURCE_DIR) + "/docs/config.md");
+  std::set<std::string> fields;
+  std::string line;
+  const std::regex row(R"(^\| `([a-z_.\[\]]+)` \|)");
+  std::smatch m;
+  while (std::getline(in, line))
+    if (std::regex_search(line, m, row))
+      fields.insert(m[1]);
+  return fields;
+}
+
+}  // namespace
+
+TEST(Config, GoodConfigValidates)
+{
+  const auto dir = scratch_dir("good");
+  std::ofstream(dir / "config.json") << good_config().dump();
+  CliResult r = run_cli("validate " + (dir / "config.json").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(Config, BrokenConfigsNameTheField)
+{
+  auto c = good_config();
+  c.erase("ranks");
+  expect_rejected(c, "ranks", "missing");
+
+  c = good_config();
+  c["ranks"] = "four";
+  expect_rejected(c, "ranks", "\"four\"");
+
+  c = good_config();
+  c["rnaks"] = 4;
+  expect_rejected(c, "rnaks");
+
+  c = good_config();
+  c["workload"]["n"] = -5;
+  expect_rejected(c, "workload.n", "-5");
+
+  c = good_config();
+  c["workload"]["n"] = 0;
+  expect_rejected(c, "workload.n", "0");
+
+  c = good_config();
+  c["ranks"] = 9;  // the star has 8 nodes
+  expect_rejected(c, "ranks", "9");
+
+  c = good_config();
+  c["algorithm"]["name"] = "dense_ringg";
+  expect_rejected(c, "algorithm.name", "dense_ringg");
+
+  c = good_config();
+  c["algorithm"]["bucket"] = 4;  // dense_ring has no parameters
+  expect_rejected(c, "algorithm.bucket");
+
+  c = good_config();
+  c["topology"]["type"] = "hypercube";
+  expect_rejected(c, "topology.type", "hypercube");
+
+  c = good_config();
+  c["topology"]["bandwidth"] = "10 Gbs";
+  expect_rejected(c, "topology.bandwidth", "10 Gbs");
+
+  c = good_config();
+  c["topology"]["latency"] = 1e-6;  // a bare number: the unit is missing
+  expect_rejected(c, "topology.latency");
+
+  c = good_config();
+  c["network"] = {{"model", "CM03"}};
+  expect_rejected(c, "network.model", "CM03");
+
+  c = good_config();
+  c["workload"]["data"] = "phantom";
+  c["simulation"] = {{"verify", true}};
+  expect_rejected(c, "simulation.verify");
+}
+
+TEST(Config, MalformedJsonIsAConfigError)
+{
+  const auto dir = scratch_dir("malformed");
+  std::ofstream(dir / "config.json") << R"({"ranks": 4,, })";
+  CliResult r = run_cli("validate " + (dir / "config.json").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("valid JSON"), std::string::npos) << r.output;
+  r = run_cli("validate " + (dir / "absent.json").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
+TEST(Config, BadArgumentsExitTwo)
+{
+  EXPECT_EQ(run_cli("").exit_code, 2);
+  EXPECT_EQ(run_cli("frobnicate").exit_code, 2);
+  EXPECT_EQ(run_cli("run").exit_code, 2);
+  EXPECT_EQ(run_cli("run a.json --bogus").exit_code, 2);
+  CliResult help = run_cli("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.output.find("sparsim run CONFIG.json"), std::string::npos);
+}
+
+TEST(Config, DocsListExactlyTheFieldsTheLoaderReads)
+{
+  auto log = std::make_shared<FieldLog>();
+  std::vector<std::filesystem::path> configs;
+  for (const auto* folder : {"/configs", "/tests/configs"})
+    for (const auto& entry :
+         std::filesystem::recursive_directory_iterator(std::string(SPARSIM_SOURCE_DIR) + folder))
+      if (entry.path().extension() == ".json" && entry.path().parent_path().filename() != "platforms")
+        configs.push_back(entry.path());
+  ASSERT_FALSE(configs.empty());
+  for (const auto& path : configs) {
+    SCOPED_TRACE(path.string());
+    EXPECT_NO_THROW(load_config(path, log));
+  }
+  const std::set<std::string> documented = documented_fields();
+  for (const auto& field : *log)
+    EXPECT_TRUE(documented.count(field)) << "read by the loader but missing from docs/config.md: " << field;
+  for (const auto& field : documented)
+    EXPECT_TRUE(log->count(field)) << "documented but never read by any config in configs/ or tests/configs/: "
+                                   << field;
+}

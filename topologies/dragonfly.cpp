@@ -1,0 +1,291 @@
+// Dragonfly in the Cray XC (Aries) layout: groups of chassis of routers, `nodes` compute nodes per router.
+//
+// Wiring (Alverson et al., "Cray XC Series Network", Cray Inc. 2012; Faanes et al., "Cray Cascade", SC'12):
+// - node link: each node to its router ("node");
+// - intra_chassis (green, backplane): all-to-all between the routers of a chassis;
+// - intra_group (black, copper): router r of chassis c to router r of every other chassis of its group;
+// - global (blue, optical): `global_links` links between every pair of groups. Group g numbers its global
+//   links m = k * (groups - 1) + (rank of the peer group among g's peers) and puts link m on the router in
+//   chassis i % chassis, slot i / chassis, where i = m mod (chassis * routers): consecutive links land in
+//   different chassis and the ports spread over all routers as in Cray's wiring, at most `global_ports` per
+//   router (Aries: 10).
+// Routing is static and minimal (at most one global link): within a group, the green hop first, then the
+// black one; between groups, the global link k whose two routers are nearest to source and destination
+// (fewest intra-group hops), ties broken by a fixed hash of the node pair so that parallel global links share
+// the load. Every link is split-duplex with its own bandwidth per direction. Routes are computed by this file
+// in O(global_links) per message (builder.hpp); nothing is stored per node pair.
+//
+// We build our own zone instead of SimGrid's create_dragonfly_zone (3.32) because that one puts every global
+// link on chassis 0 (all traffic between two groups on one merged link, a hot spot), gives all levels one
+// bandwidth/latency, shares its limiter link between both directions and segfaults, unchecked, with more groups
+// than routers per chassis.
+//
+// Config: see docs/platforms.md and configs/platforms/piz_daint.json.
+//
+// LIMITATIONS
+// - Static minimal routing: Aries routes adaptively per packet, including non-minimal (Valiant) routes through
+//   a third group, so adversarial patterns are slower here and hot links are not relieved.
+// - Parallel cables between two routers ("cables", e.g. Aries' 3 black cables) are merged into one link with
+//   cables x bandwidth; SimGrid shares it as one resource.
+// - Global link placement is a fixed round-robin, not a particular machine's cabling.
+// - A hop costs the latency of its link; router pipelines, packets and credits are not modelled (fluid flows).
+#include "topologies/builder.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <fmt/format.h>
+#include <limits>
+#include <stdexcept>
+
+namespace sparsim {
+namespace {
+
+// Position of a router inside its group.
+struct Slot {
+  std::size_t chassis = 0;
+  std::size_t router = 0;
+};
+
+// The dragonfly's shape and the numbering of its vertices and links, shared by graph() and the router.
+struct DragonflyShape {
+  std::size_t groups = 0, chassis = 0, routers = 0, nodes = 0;
+  std::size_t global_links = 1;  // per pair of groups
+
+  std::size_t routers_per_group() const { return chassis * routers; }
+  std::size_t router_count() const { return groups * routers_per_group(); }
+  std::size_t node_count() const { return router_count() * nodes; }
+
+  // Index of the unordered pair {a, b}, a < b, among the n * (n - 1) / 2 pairs of n items.
+  static std::size_t pair_index(std::size_t a, std::size_t b, std::size_t n)
+  {
+    return a * (2 * n - a - 1) / 2 + b - a - 1;
+  }
+  static std::size_t pair_count(std::size_t n) { return n * (n - 1) / 2; }
+
+  // Router (group, slot) is router number (group * chassis + chassis) * routers + router, vertex node_count() + that.
+  std::size_t router_vertex(std::size_t group, Slot slot) const
+  {
+    return node_count() + (group * chassis + slot.chassis) * routers + slot.router;
+  }
+
+  // Links: node links first (link n belongs to node n), then intra-chassis, intra-group and global links.
+  std::size_t green_base() const { return node_count(); }
+  std::size_t black_base() const { return green_base() + groups * chassis * pair_count(routers); }
+  std::size_t global_base() const { return black_base() + groups * routers * pair_count(chassis); }
+  std::size_t link_count() const { return global_base() + pair_count(groups) * global_links; }
+
+  std::size_t green_link(std::size_t group, std::size_t chassis_index, std::size_t r1, std::size_t r2) const
+  {
+    return green_base() + (group * chassis + chassis_index) * pair_count(routers) + pair_index(r1, r2, routers);
+  }
+  std::size_t black_link(std::size_t group, std::size_t router, std::size_t c1, std::size_t c2) const
+  {
+    return black_base() + (group * routers + router) * pair_count(chassis) + pair_index(c1, c2, chassis);
+  }
+  std::size_t global_link(std::size_t g1, std::size_t g2, std::size_t k) const
+  {
+    return global_base() + pair_index(g1, g2, groups) * global_links + k;
+  }
+
+  // The router of `group` that holds its k-th global link to `peer`.
+  Slot gateway(std::size_t group, std::size_t peer, std::size_t k) const
+  {
+    const std::size_t m = (k * (groups - 1) + (peer < group ? peer : peer - 1)) % routers_per_group();
+    return {m % chassis, m / chassis};
+  }
+
+  static std::size_t distance(Slot a, Slot b)
+  {
+    return (a.chassis != b.chassis ? 1 : 0) + (a.router != b.router ? 1 : 0);
+  }
+
+  // Inside one group: the green (intra-chassis) hop first, then the black (intra-group) one.
+  void route_in_group(std::size_t group, Slot from, Slot to, HopList& hops) const
+  {
+    if (from.router != to.router)
+      hops.push(green_link(group, from.chassis, std::min(from.router, to.router), std::max(from.router, to.router)),
+                from.router < to.router);
+    if (from.chassis != to.chassis)
+      hops.push(black_link(group, to.router, std::min(from.chassis, to.chassis), std::max(from.chassis, to.chassis)),
+                from.chassis < to.chassis);
+  }
+
+  void route(std::size_t src, std::size_t dst, HopList& hops) const
+  {
+    const std::size_t src_router = src / nodes;
+    const std::size_t dst_router = dst / nodes;
+    const std::size_t src_group = src_router / routers_per_group();
+    const std::size_t dst_group = dst_router / routers_per_group();
+    const Slot src_slot{(src_router / routers) % chassis, src_router % routers};
+    const Slot dst_slot{(dst_router / routers) % chassis, dst_router % routers};
+
+    hops.push(src, true);
+    if (src_group == dst_group) {
+      route_in_group(src_group, src_slot, dst_slot, hops);
+    } else {
+      // The global link with the fewest intra-group hops; the scan starts at a hash of the node pair.
+      const std::size_t start = mix(src * node_count() + dst) % global_links;
+      std::size_t best = start;
+      std::size_t best_cost = std::numeric_limits<std::size_t>::max();
+      for (std::size_t i = 0; i < global_links && best_cost > 0; ++i) {
+        const std::size_t k = (start + i) % global_links;
+        const std::size_t cost = distance(src_slot, gateway(src_group, dst_group, k)) +
+                                 distance(gateway(dst_group, src_group, k), dst_slot);
+        if (cost < best_cost) {
+          best = k;
+          best_cost = cost;
+        }
+      }
+      route_in_group(src_group, src_slot, gateway(src_group, dst_group, best), hops);
+      hops.push(global_link(std::min(src_group, dst_group), std::max(src_group, dst_group), best),
+                src_group < dst_group);
+      route_in_group(dst_group, gateway(dst_group, src_group, best), dst_slot, hops);
+    }
+    hops.push(dst, false);
+  }
+
+  // splitmix64's finaliser: a fixed, well-spread hash.
+  static std::uint64_t mix(std::uint64_t x)
+  {
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+  }
+};
+
+struct DragonflyLinks {
+  LinkSpec node, intra_chassis, intra_group, global;
+  std::size_t intra_chassis_cables = 1, intra_group_cables = 1;
+};
+
+class DragonflyTopology : public Topology {
+public:
+  DragonflyTopology(DragonflyShape shape, std::size_t global_ports, DragonflyLinks links)
+      : shape_(shape), global_ports_(global_ports), links_(links)
+  {
+  }
+
+  std::string type() const override { return "dragonfly"; }
+  std::size_t node_count() const override { return shape_.node_count(); }
+
+  NetworkGraph graph() const override
+  {
+    const DragonflyShape& s = shape_;
+    NetworkGraph graph(s.node_count());
+    for (std::size_t g = 0; g < s.groups; ++g)
+      for (std::size_t c = 0; c < s.chassis; ++c)
+        for (std::size_t r = 0; r < s.routers; ++r)
+          graph.add_router(fmt::format("g{}c{}r{}", g, c, r));
+
+    // Links in the numbering of DragonflyShape: node, intra-chassis, intra-group, then global links.
+    auto add = [&](std::size_t from, std::size_t to, const LinkSpec& spec, std::size_t cables, const char* level,
+                   const std::string& suffix = "") {
+      graph.add_link({fmt::format("{}_{}{}", graph.vertex_name(from), graph.vertex_name(to), suffix), from, to,
+                      spec.bandwidth * static_cast<double>(cables), spec.latency, level});
+    };
+    for (std::size_t n = 0; n < s.node_count(); ++n)
+      add(n, s.node_count() + n / s.nodes, links_.node, 1, "node");
+    for (std::size_t g = 0; g < s.groups; ++g)
+      for (std::size_t c = 0; c < s.chassis; ++c)
+        for (std::size_t r1 = 0; r1 < s.routers; ++r1)
+          for (std::size_t r2 = r1 + 1; r2 < s.routers; ++r2)
+            add(s.router_vertex(g, {c, r1}), s.router_vertex(g, {c, r2}), links_.intra_chassis,
+                links_.intra_chassis_cables, "intra_chassis");
+    for (std::size_t g = 0; g < s.groups; ++g)
+      for (std::size_t r = 0; r < s.routers; ++r)
+        for (std::size_t c1 = 0; c1 < s.chassis; ++c1)
+          for (std::size_t c2 = c1 + 1; c2 < s.chassis; ++c2)
+            add(s.router_vertex(g, {c1, r}), s.router_vertex(g, {c2, r}), links_.intra_group, links_.intra_group_cables,
+                "intra_group");
+    for (std::size_t g1 = 0; g1 < s.groups; ++g1)
+      for (std::size_t g2 = g1 + 1; g2 < s.groups; ++g2)
+        for (std::size_t k = 0; k < s.global_links; ++k)
+          add(s.router_vertex(g1, s.gateway(g1, g2, k)), s.router_vertex(g2, s.gateway(g2, g1, k)), links_.global, 1,
+              "global", fmt::format("_{}", k));
+    if (graph.edge_count() != s.link_count())
+      throw std::logic_error("DragonflyTopology: link numbering out of step with the graph");
+    return graph;
+  }
+
+  std::vector<simgrid::s4u::Host*> build() const override
+  {
+    return build_zone("dragonfly", graph(), [shape = shape_](std::size_t src, std::size_t dst, HopList& hops) {
+      shape.route(src, dst, hops);
+    });
+  }
+
+  nlohmann::json to_json() const override
+  {
+    nlohmann::json links = {{"node", link_spec_json(links_.node)},
+                            {"intra_chassis", link_spec_json(links_.intra_chassis)},
+                            {"intra_group", link_spec_json(links_.intra_group)},
+                            {"global", link_spec_json(links_.global)}};
+    links["intra_chassis"]["cables"] = links_.intra_chassis_cables;
+    links["intra_group"]["cables"] = links_.intra_group_cables;
+    return {{"type", "dragonfly"},          {"groups", shape_.groups},
+            {"chassis", shape_.chassis},     {"routers", shape_.routers},
+            {"nodes", shape_.nodes},         {"global_links", shape_.global_links},
+            {"global_ports", global_ports_}, {"links", links}};
+  }
+
+  std::string describe() const override
+  {
+    return fmt::format("dragonfly {} groups x {} chassis x {} routers x {} nodes ({} nodes), {} global links per "
+                       "group pair",
+                       shape_.groups, shape_.chassis, shape_.routers, shape_.nodes, node_count(), shape_.global_links);
+  }
+
+private:
+  DragonflyShape shape_;
+  std::size_t global_ports_;
+  DragonflyLinks links_;
+};
+
+// Reads one link class; `cables` (parallel cables merged into one link) only where allowed.
+LinkSpec read_level(JsonReader& links, std::string_view key, std::size_t* cables = nullptr)
+{
+  JsonReader level = links.object(key);
+  const LinkSpec spec = read_link_spec(level);
+  if (cables)
+    *cables = read_count(level, "cables", 64, 1);
+  level.finish();
+  return spec;
+}
+
+}  // namespace
+
+std::unique_ptr<Topology> parse_dragonfly(JsonReader& spec)
+{
+  DragonflyShape shape;
+  shape.groups = read_count(spec, "groups", kMaxNodes);
+  shape.chassis = read_count(spec, "chassis", kMaxNodes);
+  shape.routers = read_count(spec, "routers", kMaxNodes);
+  shape.nodes = read_count(spec, "nodes", kMaxNodes);
+  shape.global_links = read_count(spec, "global_links", 1024, 1);
+  // Aries: 10 optical (global) ports per router (Alverson et al. 2012).
+  const std::size_t global_ports = read_count(spec, "global_ports", 1024, 10);
+
+  if (shape.groups * shape.chassis > kMaxNodes || shape.groups * shape.chassis * shape.routers > kMaxNodes ||
+      shape.node_count() > kMaxNodes)
+    spec.fail("", fmt::format("{} x {} x {} x {}", shape.groups, shape.chassis, shape.routers, shape.nodes),
+              fmt::format("at most {} compute nodes (groups x chassis x routers x nodes)", kMaxNodes));
+  const std::size_t ports = shape.routers_per_group() * global_ports;
+  if ((shape.groups - 1) * shape.global_links > ports)
+    spec.fail("groups", shape.groups,
+              fmt::format("at most {} groups: a group has {} routers x {} global_ports = {} global ports and "
+                          "needs {} (global_links) per other group",
+                          ports / shape.global_links + 1, shape.routers_per_group(), global_ports, ports,
+                          shape.global_links));
+
+  DragonflyLinks links;
+  JsonReader levels = spec.object("links");
+  links.node = read_level(levels, "node");
+  links.intra_chassis = read_level(levels, "intra_chassis", &links.intra_chassis_cables);
+  links.intra_group = read_level(levels, "intra_group", &links.intra_group_cables);
+  links.global = read_level(levels, "global");
+  levels.finish();
+  return std::make_unique<DragonflyTopology>(shape, global_ports, links);
+}
+
+}  // namespace sparsim

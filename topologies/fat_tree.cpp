@@ -1,0 +1,217 @@
+// Fat tree: an extended generalized fat tree XGFT(h; m_1..m_h; w_1..w_h) (Öhring, Ibel, Das, Kumar, "On
+// generalized fat trees", IPPS 1995), parameterised like SimGrid's create_fatTree_zone.
+//
+// Level 0 holds the compute nodes, levels 1..h the switches. down[l] is the number of children of a switch at
+// level l+1, up[l] the number of parents of an element at level l: nodes = prod(down), and level l+1 holds
+// prod(up[0..l]) * prod(down[l+1..h-1]) switches. down[l] > up[l+1] oversubscribes the links above level l+1.
+// Routing is SimGrid's (and InfiniBand's) D-mod-k: a message climbs to the lowest common ancestor level, taking
+// at level l the parent (dst / prod(up[0..l-1])) mod up[l], then descends the unique path to dst. Routes are
+// computed by this file (builder.hpp); the graph view and the SimGrid zone are the same links.
+//
+// Config: {"type": "fat_tree", "levels": 3, "down": [16, 16, 16], "up": [1, 16, 16], "bandwidth": "100Gbps",
+// "latency": "100ns", "per_level": [{"latency": "500ns"}, {}, {}]}. bandwidth/latency apply to every level
+// unless "per_level" (one object per level, element l = links between levels l and l+1, so element 0 = the
+// node links) overrides them. Link levels are named "fat_tree_L<l>" in the graph view.
+//
+// LIMITATIONS
+// - Static D-mod-k routing; no adaptive routing, no multipath for one node pair.
+// - Parallel cables between one child and one parent are not modelled: give the level the aggregate bandwidth.
+// - Switch-internal bandwidth and latency are not modelled: a switch hop costs the latency of the next link.
+#include "topologies/builder.hpp"
+
+#include <algorithm>
+#include <array>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace sparsim {
+namespace {
+
+constexpr std::size_t kMaxLevels = 8;                      // routes of 2 * kMaxLevels links fit in a HopList
+constexpr std::size_t kMaxElements = std::size_t{1} << 24;  // switches or links per level
+
+// The shape of the tree and the numbering of its vertices and links, shared by graph() and the router.
+struct TreeShape {
+  std::size_t levels = 0;
+  std::array<std::size_t, kMaxLevels> down{};
+  std::array<std::size_t, kMaxLevels> up{};
+  std::array<std::size_t, kMaxLevels + 1> level_size{};   // elements at level l (level 0: compute nodes)
+  std::array<std::size_t, kMaxLevels + 1> vertex_base{};  // vertex index of element 0 of level l
+  std::array<std::size_t, kMaxLevels> link_base{};        // link index of the first link from level l up
+
+  using Digits = std::array<std::size_t, kMaxLevels>;
+
+  // Digit i of a level-l label counts parents (up[i]) below level l and children (down[i]) from level l on.
+  std::size_t radix(std::size_t level, std::size_t i) const { return i < level ? up[i] : down[i]; }
+
+  std::size_t index(std::size_t level, const Digits& digits) const
+  {
+    std::size_t index = 0;
+    for (std::size_t i = levels; i-- > 0;)
+      index = index * radix(level, i) + digits[i];
+    return index;
+  }
+
+  Digits digits(std::size_t level, std::size_t index) const
+  {
+    Digits digits{};
+    for (std::size_t i = 0; i < levels; ++i) {
+      digits[i] = index % radix(level, i);
+      index /= radix(level, i);
+    }
+    return digits;
+  }
+
+  // The link between element `child` of level l and its parent number p (digit l of the parent's label).
+  std::size_t link(std::size_t level, std::size_t child, std::size_t p) const
+  {
+    return link_base[level] + child * up[level] + p;
+  }
+
+  // D-mod-k route from node src to node dst (src != dst).
+  void route(std::size_t src, std::size_t dst, HopList& hops) const
+  {
+    const Digits target = digits(0, dst);
+    Digits current = digits(0, src);
+    std::size_t top = levels;
+    while (current[top - 1] == target[top - 1])
+      --top;
+    // Up to level `top`, the lowest level whose subtree holds both nodes.
+    std::size_t stride = 1;
+    for (std::size_t l = 0; l < top; ++l) {
+      const std::size_t parent = (dst / stride) % up[l];
+      hops.push(link(l, index(l, current), parent), true);
+      current[l] = parent;
+      stride *= up[l];
+    }
+    // Down the unique path to dst.
+    for (std::size_t l = top; l-- > 0;) {
+      const std::size_t parent = current[l];
+      current[l] = target[l];
+      hops.push(link(l, index(l, current), parent), false);
+    }
+  }
+};
+
+class FatTreeTopology : public Topology {
+public:
+  FatTreeTopology(TreeShape shape, LinkSpec default_link, std::vector<LinkSpec> per_level)
+      : shape_(shape), default_link_(default_link), per_level_(std::move(per_level))
+  {
+  }
+
+  std::string type() const override { return "fat_tree"; }
+  std::size_t node_count() const override { return shape_.level_size[0]; }
+
+  NetworkGraph graph() const override
+  {
+    NetworkGraph graph(node_count());
+    for (std::size_t l = 1; l <= shape_.levels; ++l)
+      for (std::size_t i = 0; i < shape_.level_size[l]; ++i)
+        graph.add_router(fmt::format("sw{}_{}", l, i));
+    // Links in the order of TreeShape::link(): by level, child, then parent number.
+    for (std::size_t l = 0; l < shape_.levels; ++l) {
+      for (std::size_t child = 0; child < shape_.level_size[l]; ++child) {
+        TreeShape::Digits digits = shape_.digits(l, child);
+        for (std::size_t p = 0; p < shape_.up[l]; ++p) {
+          digits[l] = p;
+          const std::size_t from = shape_.vertex_base[l] + child;
+          const std::size_t to = shape_.vertex_base[l + 1] + shape_.index(l + 1, digits);
+          graph.add_link({fmt::format("{}_{}", graph.vertex_name(from), graph.vertex_name(to)), from, to,
+                          per_level_[l].bandwidth, per_level_[l].latency, fmt::format("fat_tree_L{}", l)});
+        }
+      }
+    }
+    return graph;
+  }
+
+  std::vector<simgrid::s4u::Host*> build() const override
+  {
+    return build_zone("fat_tree", graph(), [shape = shape_](std::size_t src, std::size_t dst, HopList& hops) {
+      shape.route(src, dst, hops);
+    });
+  }
+
+  nlohmann::json to_json() const override
+  {
+    nlohmann::json spec = link_spec_json(default_link_);
+    spec["type"] = "fat_tree";
+    spec["levels"] = shape_.levels;
+    spec["down"] = std::vector<std::size_t>(shape_.down.begin(), shape_.down.begin() + shape_.levels);
+    spec["up"] = std::vector<std::size_t>(shape_.up.begin(), shape_.up.begin() + shape_.levels);
+    spec["per_level"] = nlohmann::json::array();
+    for (const LinkSpec& level : per_level_)
+      spec["per_level"].push_back(link_spec_json(level));
+    return spec;
+  }
+
+  std::string describe() const override
+  {
+    std::size_t switches = 0;
+    for (std::size_t l = 1; l <= shape_.levels; ++l)
+      switches += shape_.level_size[l];
+    return fmt::format("fat tree {} levels, down {}, up {} ({} nodes, {} switches)", shape_.levels,
+                       fmt::join(shape_.down.begin(), shape_.down.begin() + shape_.levels, "x"),
+                       fmt::join(shape_.up.begin(), shape_.up.begin() + shape_.levels, "x"), node_count(), switches);
+  }
+
+private:
+  TreeShape shape_;
+  LinkSpec default_link_;
+  std::vector<LinkSpec> per_level_;
+};
+
+}  // namespace
+
+std::unique_ptr<Topology> parse_fat_tree(JsonReader& spec)
+{
+  TreeShape shape;
+  shape.levels = read_count(spec, "levels", kMaxLevels);
+  const std::string expected_length = fmt::format("{} integers (one per level, \"levels\")", shape.levels);
+  for (const char* key : {"down", "up"}) {
+    const std::vector<std::int64_t> counts = spec.get_int_list(key, 1, 1 << 16);
+    if (counts.size() != shape.levels)
+      spec.fail(key, counts, expected_length);
+    auto& target = std::string_view(key) == "down" ? shape.down : shape.up;
+    std::copy(counts.begin(), counts.end(), target.begin());
+  }
+
+  // Level sizes, vertex and link numbering; refuse trees that would not fit in memory.
+  shape.level_size[0] = 1;
+  for (std::size_t i = 0; i < shape.levels; ++i) {
+    shape.level_size[0] *= shape.down[i];
+    if (shape.level_size[0] > kMaxNodes)
+      spec.fail("down", std::vector<std::size_t>(shape.down.begin(), shape.down.begin() + shape.levels),
+                fmt::format("at most {} compute nodes (the product of \"down\")", kMaxNodes));
+  }
+  for (std::size_t l = 1; l <= shape.levels; ++l) {
+    std::size_t size = 1;
+    for (std::size_t i = 0; i < shape.levels && size <= kMaxElements; ++i)
+      size *= shape.radix(l, i);
+    if (size > kMaxElements || shape.level_size[l - 1] * shape.up[l - 1] > kMaxElements)
+      spec.fail("up", std::vector<std::size_t>(shape.up.begin(), shape.up.begin() + shape.levels),
+                fmt::format("at most {} switches or links per level", kMaxElements));
+    shape.level_size[l] = size;
+    shape.vertex_base[l] = shape.vertex_base[l - 1] + shape.level_size[l - 1];
+    if (l < shape.levels)
+      shape.link_base[l] = shape.link_base[l - 1] + shape.level_size[l - 1] * shape.up[l - 1];
+  }
+
+  const LinkSpec default_link = read_link_spec(spec);
+  std::vector<LinkSpec> per_level(shape.levels, default_link);
+  if (spec.has("per_level")) {
+    std::vector<JsonReader> levels = spec.object_list("per_level");
+    if (levels.size() != shape.levels)
+      spec.fail("per_level", spec.raw("per_level"),
+                fmt::format("{} objects (one per level, \"levels\")", shape.levels));
+    const nlohmann::json defaults = link_spec_json(default_link);
+    for (std::size_t l = 0; l < shape.levels; ++l) {
+      per_level[l].bandwidth = levels[l].get_bandwidth("bandwidth", defaults["bandwidth"].get<std::string>());
+      per_level[l].latency = levels[l].get_duration("latency", defaults["latency"].get<std::string>());
+      levels[l].finish();
+    }
+  }
+  return std::make_unique<FatTreeTopology>(shape, default_link, std::move(per_level));
+}
+
+}  // namespace sparsim

@@ -1,0 +1,148 @@
+// Topology specs (inline or from a platform file), rank placement and contention-free route figures.
+#include "topologies/builder.hpp"
+#include "topologies/topology.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <simgrid/s4u/Host.hpp>
+#include <simgrid/s4u/Link.hpp>
+#include <stdexcept>
+
+namespace sparsim {
+namespace {
+
+std::unique_ptr<Topology> parse_spec(JsonReader& spec)
+{
+  const std::string type = spec.get_enum("type", {"star", "fat_tree", "dragonfly"});
+  std::unique_ptr<Topology> topology;
+  if (type == "star")
+    topology = parse_star(spec);
+  else if (type == "fat_tree")
+    topology = parse_fat_tree(spec);
+  else
+    topology = parse_dragonfly(spec);
+  spec.finish();
+  return topology;
+}
+
+// A uniform integer in [0, bound), by rejection, so that it is the same on every standard library.
+std::uint64_t uniform_below(std::mt19937_64& rng, std::uint64_t bound)
+{
+  const std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t limit = max - max % bound;
+  std::uint64_t x = rng();
+  while (x >= limit)
+    x = rng();
+  return x % bound;
+}
+
+// Up to this many ranks, summarize_routes() looks at every ordered pair.
+constexpr std::size_t kAllPairsRanks = 64;
+
+}  // namespace
+
+std::unique_ptr<Topology> parse_topology(JsonReader topology, const std::filesystem::path& config_dir)
+{
+  if (!topology.has("file"))
+    return parse_spec(topology);
+
+  if (topology.has("type"))
+    topology.fail("type", topology.raw("type"), "no \"type\" next to \"file\" (the platform file gives the type)");
+  const std::string file = topology.get_string("file");
+  topology.finish();
+
+  const std::filesystem::path candidates[] = {config_dir / file,
+                                              std::filesystem::path(SPARSIM_SOURCE_DIR) / "configs" / file};
+  const auto found = std::find_if(std::begin(candidates), std::end(candidates), [](const std::filesystem::path& path) {
+    return std::filesystem::is_regular_file(path);
+  });
+  if (found == std::end(candidates))
+    topology.fail("file", file,
+                  fmt::format("a platform file (looked for {} and {})", candidates[0].string(),
+                              candidates[1].string()));
+
+  nlohmann::json document;
+  try {
+    std::ifstream in(*found);
+    document = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& error) {
+    topology.fail("file", file, fmt::format("a readable JSON file ({}: {})", found->string(), error.what()));
+  }
+  // Errors inside the file name it: "topology(platforms/piz_daint.json).groups".
+  JsonReader spec(document, fmt::format("{}({})", topology.path(), file));
+  return parse_spec(spec);
+}
+
+Placement parse_placement(JsonReader placement)
+{
+  Placement result;
+  result.type = placement.get_enum("type", {"linear", "random"}, "linear");
+  if (result.type == "random")
+    result.seed = static_cast<std::uint64_t>(placement.get_int("seed", 0, 0));
+  placement.finish();
+  return result;
+}
+
+std::vector<std::size_t> place_ranks(const Placement& placement, int ranks, std::size_t node_count)
+{
+  if (ranks < 1 || static_cast<std::size_t>(ranks) > node_count)
+    throw std::invalid_argument(fmt::format("place_ranks: {} ranks do not fit on {} nodes", ranks, node_count));
+  std::vector<std::size_t> nodes(node_count);
+  std::iota(nodes.begin(), nodes.end(), std::size_t{0});
+  if (placement.type == "random") {
+    // Fisher-Yates with our own bounded draws: std::shuffle differs between standard libraries.
+    std::mt19937_64 rng(placement.seed);
+    for (std::size_t i = node_count - 1; i > 0; --i)
+      std::swap(nodes[i], nodes[uniform_below(rng, i + 1)]);
+  } else if (placement.type != "linear") {
+    throw std::invalid_argument("place_ranks: unknown placement type " + placement.type);
+  }
+  nodes.resize(static_cast<std::size_t>(ranks));
+  return nodes;
+}
+
+RouteSummary summarize_routes(const std::vector<simgrid::s4u::Host*>& rank_hosts)
+{
+  RouteSummary summary;
+  const std::size_t ranks = rank_hosts.size();
+  bool first = true;
+  std::vector<simgrid::s4u::Link*> links;
+  auto visit = [&](std::size_t a, std::size_t b) {
+    links.clear();
+    double latency = 0;
+    rank_hosts[a]->route_to(rank_hosts[b], links, &latency);
+    BytesPerSecond bandwidth = std::numeric_limits<BytesPerSecond>::infinity();
+    for (const auto* link : links)
+      bandwidth = std::min(bandwidth, link->get_bandwidth());
+    const int hops = static_cast<int>(links.size());
+    if (first) {
+      summary = {latency, latency, bandwidth, bandwidth, hops};
+      first = false;
+      return;
+    }
+    summary.latency_min = std::min(summary.latency_min, latency);
+    summary.latency_max = std::max(summary.latency_max, latency);
+    summary.bandwidth_min = std::min(summary.bandwidth_min, bandwidth);
+    summary.bandwidth_max = std::max(summary.bandwidth_max, bandwidth);
+    summary.hops_max = std::max(summary.hops_max, hops);
+  };
+
+  if (ranks <= kAllPairsRanks) {
+    for (std::size_t a = 0; a < ranks; ++a)
+      for (std::size_t b = 0; b < ranks; ++b)
+        if (a != b)
+          visit(a, b);
+  } else {
+    for (std::size_t b = 1; b < ranks; ++b)
+      visit(0, b);
+    for (std::size_t a = 1; a + 1 < ranks; ++a)
+      visit(a, a + 1);
+  }
+  return summary;
+}
+
+}  // namespace sparsim
