@@ -5,6 +5,7 @@
 #include "sim/comm.hpp"
 #include "sim/dense.hpp"
 #include "sim/json_reader.hpp"
+#include "sim/sparse.hpp"
 
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@ namespace sparsim {
 struct CostInputs {
   int ranks = 1;
   std::uint64_t n = 0;          // gradient length (elements)
+  std::uint64_t k = 0;          // selected elements per rank (sparse algorithms)
   WireFormat wire;
   Seconds alpha = 0;            // per-message latency
   double seconds_per_byte = 0;  // beta = 1 / bandwidth
@@ -42,6 +44,55 @@ public:
 class DenseAllreduce : public Algorithm {
 public:
   virtual void allreduce(Communicator& comm, DenseVector& data) const = 0;
+};
+
+// What a rank hands a sparse allreduce in one iteration.
+struct SparseInput {
+  int iteration = 0;
+  std::uint64_t n = 0;                          // gradient length
+  std::uint64_t k = 0;                          // floor(density * n)
+  const SparseVector* local_selection = nullptr;  // this rank's selection from its accumulated gradient
+};
+
+// Facts of one iteration on one rank, reported beside the traffic (results.csv).
+struct SparseReport {
+  std::uint64_t global_selected = 0;  // size of the global selection where the algorithm re-selects, else 0
+  bool reevaluation = false;          // an iteration that re-evaluates thresholds exactly (Ok-Topk)
+  double global_threshold = 0;        // threshold of the global selection, where there is one
+};
+
+// Per-rank state an algorithm keeps across iterations (thresholds, region boundaries).
+class SparseRankState {
+public:
+  virtual ~SparseRankState() = default;
+};
+
+// A sparse allreduce: every rank contributes its local selection and ends with the same sparse result U.
+class SparseAllreduce : public Algorithm {
+public:
+  // Which of its local selection a rank removes from its residual after the iteration.
+  enum class ResidualRule {
+    all_selected,        // everything it selected (TopkA, SparCML: the union sum keeps every value)
+    selected_in_result,  // what it selected and U kept (gTopk, Ok-Topk: values lost to re-selection stay)
+  };
+  virtual ResidualRule residual_rule() const = 0;
+  // What U is, as the driver's verification checks it against the local selections S_r:
+  enum class ResultSemantics {
+    union_sum,       // U = sum_r S_r over the union of their indices (TopkA, SparCML)
+    restricted_sum,  // U[i] = sum_r S_r[i] on U's indices, a subset of the union (Ok-Topk)
+    reselected,      // values may drop out at intermediate merges (gTopk); checked by its own tests
+  };
+  virtual ResultSemantics result_semantics() const = 0;
+  // Whether the rank loop should reuse thresholds between exact re-evaluations (Ok-Topk) or select the
+  // exact top-k every iteration (the default for the baselines).
+  virtual bool reuses_local_threshold() const { return false; }
+  virtual std::unique_ptr<SparseRankState> make_rank_state(RankId /*rank*/, int /*ranks*/,
+                                                           std::uint64_t /*n*/) const
+  {
+    return nullptr;
+  }
+  virtual SparseVector allreduce(Communicator& comm, const SparseInput& input, SparseRankState* state,
+                                 SparseReport& report) const = 0;
 };
 
 }  // namespace sparsim

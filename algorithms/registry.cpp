@@ -6,6 +6,7 @@ namespace sparsim {
 std::unique_ptr<Algorithm> make_dense_ring(JsonReader& params);
 std::unique_ptr<Algorithm> make_dense_recursive_doubling(JsonReader& params);
 std::unique_ptr<Algorithm> make_dense_rabenseifner(JsonReader& params);
+std::unique_ptr<Algorithm> make_topka(JsonReader& params);
 
 const std::vector<AlgorithmEntry>& algorithm_registry()
 {
@@ -15,6 +16,7 @@ const std::vector<AlgorithmEntry>& algorithm_registry()
        make_dense_recursive_doubling},
       {"dense_rabenseifner", "dense", "recursive-halving reduce-scatter then recursive-doubling allgather",
        make_dense_rabenseifner},
+      {"topka", "sparse", "exact local top-k, allgather of the selections, union sum", make_topka},
   };
   return entries;
 }

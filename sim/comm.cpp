@@ -173,6 +173,8 @@ void Communicator::switch_phase(PhaseId next)
 
 void Communicator::flush_phase_time() { switch_phase(phase_); }
 
+void Communicator::restart_phase_clock() { phase_started_ = simgrid::s4u::Engine::get_clock(); }
+
 Communicator::PhaseScope::PhaseScope(Communicator& comm, PhaseId phase) : comm_(comm), previous_(comm.phase_)
 {
   comm_.switch_phase(phase);

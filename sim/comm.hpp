@@ -188,6 +188,8 @@ public:
 
   // Closes the running phase's time segment (call before harvesting stats).
   void flush_phase_time();
+  // Starts the running phase's time segment now, dropping the time since the last flush (barrier waits).
+  void restart_phase_clock();
 
 private:
   Request post_send(RankId dest, Tag tag, std::shared_ptr<const void> payload, std::type_index type, Bytes bytes);

@@ -2,6 +2,7 @@
 
 #include "algorithms/registry.hpp"
 
+#include <cmath>
 #include <fmt/format.h>
 #include <fstream>
 #include <sstream>
@@ -42,6 +43,8 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
   {
     JsonReader workload = root.object("workload");
     config.workload.n = static_cast<std::uint64_t>(workload.get_int("n", std::nullopt, 1, 1'000'000'000'000));
+    config.workload.density = workload.get_number("density", 0.01, 0.0, 1.0, true);
+    config.workload.k = static_cast<std::uint64_t>(std::floor(config.workload.density * config.workload.n));
     config.workload.wire.value_bytes = static_cast<int>(workload.get_int("value_bytes", 4, 1, 8));
     config.workload.wire.index_bytes = static_cast<int>(workload.get_int("index_bytes", 4, 1, 8));
     config.workload.data = workload.get_enum("data", {"real", "phantom"}, "real");
@@ -58,6 +61,13 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
     throw ConfigError("workload.data", "\"phantom\"", "\"real\": sparse algorithms select from real values");
 
   config.gradients = parse_gradient_source(root.optional_object("gradients"), config.seed);
+  if (config.algorithm_kind == "sparse") {
+    const auto& sparse = dynamic_cast<const SparseAllreduce&>(*config.algorithm);
+    config.selection =
+        parse_selection(root.optional_object("selection"), sparse.reuses_local_threshold() ? "threshold_reuse" : "exact");
+  } else if (root.has("selection")) {
+    root.fail("selection", root.raw("selection"), "no \"selection\" object: dense algorithms select nothing");
+  }
 
   {
     JsonReader network = root.optional_object("network");
@@ -94,11 +104,13 @@ nlohmann::json ExperimentConfig::resolved() const
       {"placement", {{"type", placement.type}, {"seed", placement.seed}}},
       {"workload",
        {{"n", workload.n},
+        {"density", workload.density},
         {"value_bytes", workload.wire.value_bytes},
         {"index_bytes", workload.wire.index_bytes},
         {"data", workload.data}}},
       {"algorithm", algorithm_json},
       {"gradients", gradients->to_json()},
+      {"selection", algorithm_kind == "sparse" ? selection.to_json() : nlohmann::json(nullptr)},
       {"network", {{"model", network.model}, {"crosstraffic", network.crosstraffic}}},
       {"simulation", {{"verify", verify}}},
   };

@@ -5,6 +5,7 @@
 #include "algorithms/algorithm.hpp"
 #include "sim/gradients.hpp"
 #include "sim/json_reader.hpp"
+#include "sim/selection.hpp"
 #include "sim/wire.hpp"
 #include "topologies/topology.hpp"
 
@@ -24,6 +25,8 @@ struct NetworkOptions {
 
 struct Workload {
   std::uint64_t n = 0;        // gradient length in elements
+  double density = 0.01;      // sparse algorithms select k = floor(density * n) per rank
+  std::uint64_t k = 0;
   WireFormat wire;
   std::string data = "real";  // "real" values or "phantom" (lengths only; dense algorithms)
 };
@@ -39,6 +42,7 @@ struct ExperimentConfig {
   std::string algorithm_kind;  // "dense" or "sparse"
   Workload workload;
   std::unique_ptr<GradientSource> gradients;
+  SelectionConfig selection;  // sparse algorithms
   NetworkOptions network;
   bool verify = true;
 

@@ -1,5 +1,7 @@
 #include "sim/driver.hpp"
 
+#include "sim/selection.hpp"
+
 #include <simgrid/s4u/Actor.hpp>
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Host.hpp>
@@ -14,11 +16,13 @@
 namespace sparsim {
 namespace {
 
-// Per-iteration reference sums for verification, computed once per iteration and freed when every rank
-// has checked its result.
-class Verifier {
+// Summing P floats in any order errs by at most (P-1) u sum|x| (u = 2^-24); the checks allow twice that.
+double rounding_tolerance(int ranks, double abs_sum) { return ranks * 0x1.0p-23 * abs_sum + 1e-30; }
+
+// Dense results against the direct sum of all ranks' gradients, computed once per iteration.
+class DenseVerifier {
 public:
-  Verifier(const ExperimentConfig& config) : config_(config) {}
+  explicit DenseVerifier(const ExperimentConfig& config) : config_(config) {}
 
   // Returns max |result - reference| / tolerance over the vector (<= 1 passes).
   double check(int iteration, const DenseVector& result)
@@ -28,11 +32,8 @@ public:
       iteration_ = iteration;
     }
     double worst = 0;
-    for (std::size_t i = 0; i < result.values.size(); ++i) {
-      // Summing P floats in any order errs by at most (P-1) u sum|x| (u = 2^-24); allow twice that.
-      const double tolerance = config_.ranks * 0x1.0p-23 * abs_sum_[i] + 1e-30;
-      worst = std::max(worst, std::fabs(result.values[i] - sum_[i]) / tolerance);
-    }
+    for (std::size_t i = 0; i < result.values.size(); ++i)
+      worst = std::max(worst, std::fabs(result.values[i] - sum_[i]) / rounding_tolerance(config_.ranks, abs_sum_[i]));
     return worst;
   }
 
@@ -58,6 +59,65 @@ private:
   std::vector<double> abs_sum_;
 };
 
+// Sparse results against the local selections: every rank holds the same U, and U's values are the sums
+// of the local selections (on the union of their indices for union-sum algorithms).
+class SparseVerifier {
+public:
+  SparseVerifier(int ranks, std::uint64_t n, SparseAllreduce::ResultSemantics semantics)
+      : ranks_(ranks), n_(n), semantics_(semantics)
+  {
+  }
+
+  // Each rank reports once per iteration; the last one checks. Returns the error ratio (<= 1 passes).
+  double report(const SparseVector& selection, const SparseVector& result)
+  {
+    if (reported_ == 0) {
+      sum_.assign(n_, 0.0);
+      abs_sum_.assign(n_, 0.0);
+      selected_.assign(n_, false);
+      first_result_ = result;
+    } else if (!(result == first_result_)) {
+      throw std::runtime_error("verification failed: ranks ended the iteration with different results");
+    }
+    for (std::size_t e = 0; e < selection.size(); ++e) {
+      sum_[selection.indices[e]] += selection.values[e];
+      abs_sum_[selection.indices[e]] += std::fabs(selection.values[e]);
+      selected_[selection.indices[e]] = true;
+    }
+    if (++reported_ < ranks_)
+      return 0;
+    reported_ = 0;
+    return check();
+  }
+
+private:
+  double check() const
+  {
+    if (semantics_ == SparseAllreduce::ResultSemantics::reselected)
+      return 0;
+    double worst = 0;
+    for (std::size_t e = 0; e < first_result_.size(); ++e) {
+      const Index i = first_result_.indices[e];
+      if (!selected_[i])
+        return 1e300;  // U holds an index nobody selected
+      worst = std::max(worst, std::fabs(first_result_.values[e] - sum_[i]) / rounding_tolerance(ranks_, abs_sum_[i]));
+    }
+    if (semantics_ == SparseAllreduce::ResultSemantics::union_sum &&
+        static_cast<std::size_t>(std::count(selected_.begin(), selected_.end(), true)) != first_result_.size())
+      return 1e300;  // a selected index is missing from U
+    return worst;
+  }
+
+  int ranks_;
+  std::uint64_t n_;
+  SparseAllreduce::ResultSemantics semantics_;
+  int reported_ = 0;
+  SparseVector first_result_;
+  std::vector<double> sum_;
+  std::vector<double> abs_sum_;
+  std::vector<bool> selected_;
+};
+
 std::uint64_t peak_rss_bytes()
 {
   rusage usage{};
@@ -65,18 +125,26 @@ std::uint64_t peak_rss_bytes()
   return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
 }
 
+// What one rank records about one iteration.
+struct RankIteration {
+  std::vector<PhaseStats> phases;
+  Seconds time = 0;
+  std::uint64_t local_selected = 0;
+  SparseReport sparse;
+  std::uint64_t result_nnz = 0;
+};
+
 // Aggregates the per-rank records of one iteration into results.csv rows.
-void add_iteration_rows(int iteration, const std::vector<std::vector<PhaseStats>>& per_rank,
-                        const std::vector<Seconds>& iteration_time, const std::vector<std::string>& phase_names,
-                        const ClosedForm& model, RunOutput& out)
+void add_iteration_rows(int iteration, const std::vector<RankIteration>& ranks, const ExperimentConfig& config,
+                        const std::vector<std::string>& phase_names, const CostInputs& cost, const ClosedForm& model,
+                        RunOutput& out)
 {
-  const std::size_t ranks = per_rank.size();
   auto aggregate = [&](const std::string& phase, auto&& stats_of) {
     PhaseRow row;
     row.iteration = iteration;
     row.phase = phase;
     double sent_sum = 0, recv_sum = 0;
-    for (std::size_t r = 0; r < ranks; ++r) {
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
       const PhaseStats s = stats_of(r);
       row.sim_time = std::max(row.sim_time, s.time);
       row.msgs_sent_max = std::max(row.msgs_sent_max, s.msgs_sent);
@@ -85,40 +153,172 @@ void add_iteration_rows(int iteration, const std::vector<std::vector<PhaseStats>
       sent_sum += static_cast<double>(s.bytes_sent);
       recv_sum += static_cast<double>(s.bytes_recv);
     }
-    row.bytes_sent_mean = sent_sum / static_cast<double>(ranks);
-    row.bytes_recv_mean = recv_sum / static_cast<double>(ranks);
+    row.bytes_sent_mean = sent_sum / static_cast<double>(ranks.size());
+    row.bytes_recv_mean = recv_sum / static_cast<double>(ranks.size());
     return row;
   };
 
   for (PhaseId phase = 0; phase < phase_names.size(); ++phase) {
     PhaseRow row = aggregate(phase_names[phase], [&](std::size_t r) {
-      return phase < per_rank[r].size() ? per_rank[r][phase] : PhaseStats{};
+      return phase < ranks[r].phases.size() ? ranks[r].phases[phase] : PhaseStats{};
     });
     if (row.sim_time > 0 || row.msgs_sent_max > 0)
       out.rows.push_back(row);
   }
   PhaseRow total = aggregate("total", [&](std::size_t r) {
     PhaseStats sum;
-    for (const auto& s : per_rank[r]) {
+    for (const auto& s : ranks[r].phases) {
       sum.msgs_sent += s.msgs_sent;
       sum.msgs_recv += s.msgs_recv;
       sum.bytes_sent += s.bytes_sent;
       sum.bytes_recv += s.bytes_recv;
     }
-    sum.time = iteration_time[r];
+    sum.time = ranks[r].time;
     return sum;
   });
   total.has_model = true;
   total.model_time = model.time;
   total.model_bytes_per_rank = model.bytes_sent_per_rank;
+  if (config.algorithm_kind == "sparse") {
+    total.has_sparse = true;
+    total.k = cost.k;
+    for (const auto& r : ranks) {
+      total.local_selected_max = std::max(total.local_selected_max, r.local_selected);
+      total.local_selected_sum += r.local_selected;
+      total.global_selected = std::max(total.global_selected, r.sparse.global_selected);
+      total.result_nnz = std::max(total.result_nnz, r.result_nnz);
+      total.reevaluation = total.reevaluation || r.sparse.reevaluation;
+    }
+    const double P = config.ranks;
+    total.lower_bound_bytes = cost.k * (P - 1) / P * (cost.wire.index_bytes + cost.wire.value_bytes);
+  }
   out.rows.push_back(total);
 
-  for (std::size_t r = 0; r < ranks; ++r)
-    for (PhaseId phase = 0; phase < per_rank[r].size(); ++phase) {
-      const PhaseStats& s = per_rank[r][phase];
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    for (PhaseId phase = 0; phase < ranks[r].phases.size(); ++phase) {
+      const PhaseStats& s = ranks[r].phases[phase];
       if (s.msgs_sent || s.msgs_recv || s.time > 0)
         out.rank_rows.push_back({iteration, static_cast<RankId>(r), phase_names[phase], s});
     }
+}
+
+// Everything the rank actors share during a run.
+struct RunState {
+  const ExperimentConfig& config;
+  World& world;
+  std::vector<std::vector<RankIteration>> records;  // [iteration][rank]
+  double verify_max_error = 0;
+  bool show_progress = true;
+  std::chrono::steady_clock::time_point wall_start;
+  std::chrono::steady_clock::time_point last_progress;
+
+  void note_verification(double error, RankId rank, int iteration)
+  {
+    verify_max_error = std::max(verify_max_error, error);
+    if (error > 1.0)
+      throw std::runtime_error(fmt::format("verification failed: rank {} iteration {}: the result differs from the "
+                                           "reference by {:.3g} times the rounding tolerance",
+                                           rank, iteration, error));
+  }
+  void progress(RankId rank, int iteration)
+  {
+    const auto now = std::chrono::steady_clock::now();
+    if (!show_progress || rank != 0 || (now - last_progress < std::chrono::seconds(2) && iteration + 1 != config.iterations))
+      return;
+    fmt::print(stderr, "  iteration {}/{} done: simulated {:.6g} s, wall {:.1f} s\n", iteration + 1,
+               config.iterations, simgrid::s4u::Engine::get_clock(),
+               std::chrono::duration<double>(now - wall_start).count());
+    last_progress = now;
+  }
+};
+
+// Starts an iteration with all ranks aligned. Counters need no reset: every message of an iteration is
+// posted and harvested within it (a fast rank may post to a slow one before the slow one leaves the barrier).
+Seconds begin_iteration(RunState& run, Communicator& comm)
+{
+  run.world.align_ranks();
+  comm.restart_phase_clock();
+  return simgrid::s4u::Engine::get_clock();
+}
+
+void end_iteration(RunState& run, Communicator& comm, int iteration, Seconds start, RankIteration& record)
+{
+  comm.flush_phase_time();
+  record.time = simgrid::s4u::Engine::get_clock() - start;
+  record.phases = run.world.take_stats(comm.rank());
+}
+
+// The rank loop of a dense allreduce: gradient in, sum out.
+void run_dense_rank(RunState& run, DenseVerifier& verifier, RankId rank)
+{
+  const ExperimentConfig& config = run.config;
+  const auto& algorithm = dynamic_cast<const DenseAllreduce&>(*config.algorithm);
+  Communicator comm(run.world, rank);
+  for (int it = 0; it < config.iterations; ++it) {
+    const Seconds start = begin_iteration(run, comm);
+    DenseVector data;
+    data.length = config.workload.n;
+    if (config.workload.data == "real") {
+      data.values.resize(data.length);
+      config.gradients->generate(rank, it, data.values);
+    }
+    algorithm.allreduce(comm, data);
+    end_iteration(run, comm, it, start, run.records[it][rank]);
+    if (config.verify)
+      run.note_verification(verifier.check(it, data), rank, it);
+    run.progress(rank, it);
+  }
+}
+
+// The rank loop of a sparse allreduce with error feedback: acc = residual + gradient; select locally;
+// reduce; the residual keeps acc minus what the algorithm's rule says was consumed.
+void run_sparse_rank(RunState& run, SparseVerifier& verifier, RankId rank)
+{
+  const ExperimentConfig& config = run.config;
+  const auto& algorithm = dynamic_cast<const SparseAllreduce&>(*config.algorithm);
+  Communicator comm(run.world, rank);
+  const std::uint64_t n = config.workload.n;
+  const std::uint64_t k = config.workload.k;
+  std::vector<float> residual(n, 0.0f);
+  std::vector<float> gradient(n);
+  LocalSelector selector(config.selection);
+  auto state = algorithm.make_rank_state(rank, config.ranks, n);
+
+  for (int it = 0; it < config.iterations; ++it) {
+    const Seconds start = begin_iteration(run, comm);
+    // Error feedback: the residual becomes the accumulated gradient.
+    config.gradients->generate(rank, it, gradient);
+    std::vector<float>& acc = residual;
+    for (std::size_t i = 0; i < n; ++i)
+      acc[i] += gradient[i];
+    const SparseVector selection = selector.select(acc, k, it);
+
+    RankIteration& record = run.records[it][rank];
+    const SparseInput input{it, n, k, &selection};
+    const SparseVector result = algorithm.allreduce(comm, input, state.get(), record.sparse);
+    record.sparse.reevaluation = record.sparse.reevaluation || (selector.last_was_exact() &&
+                                                                config.selection.policy == "threshold_reuse");
+    end_iteration(run, comm, it, start, record);
+    record.local_selected = selection.size();
+    record.result_nnz = result.size();
+
+    // The residual gives up what was consumed: all of the selection, or the part U kept.
+    const bool keep_lost = algorithm.residual_rule() == SparseAllreduce::ResidualRule::selected_in_result;
+    std::size_t in_result = 0;
+    for (std::size_t e = 0; e < selection.size(); ++e) {
+      const Index i = selection.indices[e];
+      if (keep_lost) {
+        while (in_result < result.size() && result.indices[in_result] < i)
+          ++in_result;
+        if (in_result == result.size() || result.indices[in_result] != i)
+          continue;
+      }
+      acc[i] = 0.0f;
+    }
+    if (config.verify)
+      run.note_verification(verifier.report(selection, result), rank, it);
+    run.progress(rank, it);
+  }
 }
 
 }  // namespace
@@ -149,71 +349,37 @@ RunOutput run_experiment(const ExperimentConfig& config, bool show_progress)
 
   // Platform and rank placement.
   const std::vector<simgrid::s4u::Host*> nodes = config.topology->build();
-  const std::vector<std::size_t> node_of_rank = place_ranks(config.placement, config.ranks, nodes.size());
   std::vector<simgrid::s4u::Host*> rank_hosts;
-  for (std::size_t node : node_of_rank)
+  for (std::size_t node : place_ranks(config.placement, config.ranks, nodes.size()))
     rank_hosts.push_back(nodes[node]);
 
   RunOutput out;
   out.routes = summarize_routes(rank_hosts);
   out.cost_inputs.ranks = config.ranks;
   out.cost_inputs.n = config.workload.n;
+  out.cost_inputs.k = config.workload.k;
   out.cost_inputs.wire = config.workload.wire;
   out.cost_inputs.alpha = out.routes.latency_max;
   out.cost_inputs.seconds_per_byte = out.routes.bandwidth_min > 0 ? 1.0 / out.routes.bandwidth_min : 0.0;
   out.closed_form = config.algorithm->closed_form(out.cost_inputs);
 
   World world(rank_hosts, config.workload.wire);
-  const auto& dense = dynamic_cast<const DenseAllreduce&>(*config.algorithm);
-  Verifier verifier(config);
+  RunState run{config, world, {}, 0, show_progress, wall_start, wall_start};
+  run.records.assign(config.iterations, std::vector<RankIteration>(config.ranks));
+  DenseVerifier dense_verifier(config);
+  std::unique_ptr<SparseVerifier> sparse_verifier;
+  if (const auto* sparse = dynamic_cast<const SparseAllreduce*>(config.algorithm.get()))
+    sparse_verifier = std::make_unique<SparseVerifier>(config.ranks, config.workload.n, sparse->result_semantics());
 
-  // Records filled by the rank actors: [iteration][rank] -> per-phase stats, and iteration times.
-  std::vector<std::vector<std::vector<PhaseStats>>> stats(
-      config.iterations, std::vector<std::vector<PhaseStats>>(config.ranks));
-  std::vector<std::vector<Seconds>> iteration_time(config.iterations, std::vector<Seconds>(config.ranks));
   std::exception_ptr failure;
   int finished_ranks = 0;
-  auto last_progress = std::chrono::steady_clock::now();
-
   for (RankId rank = 0; rank < config.ranks; ++rank) {
     simgrid::s4u::Actor::create(fmt::format("rank{}", rank), rank_hosts[rank], [&, rank] {
       try {
-        Communicator comm(world, rank);
-        for (int it = 0; it < config.iterations; ++it) {
-          world.align_ranks();
-          comm.flush_phase_time();
-          world.take_stats(rank);  // nothing outside iterations is counted
-          const Seconds start = simgrid::s4u::Engine::get_clock();
-
-          DenseVector data;
-          data.length = config.workload.n;
-          if (config.workload.data == "real") {
-            data.values.resize(data.length);
-            config.gradients->generate(rank, it, data.values);
-          }
-          dense.allreduce(comm, data);
-
-          comm.flush_phase_time();
-          iteration_time[it][rank] = simgrid::s4u::Engine::get_clock() - start;
-          stats[it][rank] = world.take_stats(rank);
-          if (config.verify) {
-            const double error = verifier.check(it, data);
-            out.verify_max_error = std::max(out.verify_max_error, error);
-            if (error > 1.0)
-              throw std::runtime_error(fmt::format("verification failed: rank {} iteration {} differs from the "
-                                                   "direct sum by {:.3g} times the rounding tolerance",
-                                                   rank, it, error));
-          }
-          if (show_progress && rank == 0) {
-            const auto now = std::chrono::steady_clock::now();
-            if (now - last_progress > std::chrono::seconds(2) || it + 1 == config.iterations) {
-              fmt::print(stderr, "  iteration {}/{} done: simulated {:.6g} s, wall {:.1f} s\n", it + 1,
-                         config.iterations, simgrid::s4u::Engine::get_clock(),
-                         std::chrono::duration<double>(now - wall_start).count());
-              last_progress = now;
-            }
-          }
-        }
+        if (sparse_verifier)
+          run_sparse_rank(run, *sparse_verifier, rank);
+        else
+          run_dense_rank(run, dense_verifier, rank);
         ++finished_ranks;
       } catch (...) {
         if (!failure)
@@ -228,12 +394,13 @@ RunOutput run_experiment(const ExperimentConfig& config, bool show_progress)
     std::rethrow_exception(failure);
   if (finished_ranks != config.ranks)
     throw std::runtime_error(fmt::format("deadlock: {} of {} ranks never finished (a receive without a matching "
-                                         "send)",
+                                         "send, or a send without a matching receive)",
                                          config.ranks - finished_ranks, config.ranks));
 
   out.verified = config.verify;
+  out.verify_max_error = run.verify_max_error;
   for (int it = 0; it < config.iterations; ++it)
-    add_iteration_rows(it, stats[it], iteration_time[it], world.phase_names(), out.closed_form, out);
+    add_iteration_rows(it, run.records[it], config, world.phase_names(), out.cost_inputs, out.closed_form, out);
   for (const auto& row : out.rank_rows)
     out.messages += row.stats.msgs_sent;
   out.wall_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();

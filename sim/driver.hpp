@@ -27,6 +27,15 @@ struct PhaseRow {
   bool has_model = false;  // the closed form is given on "total" rows
   Seconds model_time = 0;
   double model_bytes_per_rank = 0;
+  // Sparse algorithms, on "total" rows: selection counts and the COO lower bound 2k(P-1)/P words in bytes.
+  bool has_sparse = false;
+  std::uint64_t k = 0;
+  std::uint64_t local_selected_max = 0;  // m: the largest local selection
+  std::uint64_t local_selected_sum = 0;
+  std::uint64_t global_selected = 0;     // g, where the algorithm re-selects globally
+  std::uint64_t result_nnz = 0;
+  bool reevaluation = false;
+  double lower_bound_bytes = 0;
 };
 
 // One row of ranks.csv: one rank's traffic in one phase of one iteration.

@@ -29,12 +29,18 @@ std::string run_command(const std::string& command)
 std::string results_csv(const ExperimentConfig& config, const RunOutput& output)
 {
   std::string csv = "algorithm,topology,ranks,n,iteration,phase,sim_time_s,msgs_sent_max,bytes_sent_max,"
-                    "bytes_sent_mean,bytes_recv_max,bytes_recv_mean,model_time_s,model_bytes_per_rank\n";
+                    "bytes_sent_mean,bytes_recv_max,bytes_recv_mean,model_time_s,model_bytes_per_rank,k,"
+                    "local_selected_max,local_selected_sum,global_selected,result_nnz,reevaluation,"
+                    "lower_bound_bytes\n";
   for (const auto& row : output.rows) {
     csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},", config.algorithm->name(), config.topology->type(),
                        config.ranks, config.workload.n, row.iteration, row.phase, row.sim_time, row.msgs_sent_max,
                        row.bytes_sent_max, row.bytes_sent_mean, row.bytes_recv_max, row.bytes_recv_mean);
-    csv += row.has_model ? fmt::format("{},{}\n", row.model_time, row.model_bytes_per_rank) : ",\n";
+    csv += row.has_model ? fmt::format("{},{},", row.model_time, row.model_bytes_per_rank) : ",,";
+    csv += row.has_sparse ? fmt::format("{},{},{},{},{},{},{}\n", row.k, row.local_selected_max, row.local_selected_sum,
+                                        row.global_selected, row.result_nnz, row.reevaluation ? 1 : 0,
+                                        row.lower_bound_bytes)
+                          : ",,,,,,\n";
   }
   return csv;
 }

@@ -150,7 +150,7 @@ void append_above(std::span<const float> x, float threshold, CompactionIsa isa, 
 
 constexpr std::size_t kExactBelow = std::size_t{1} << 14;  // below this n, compute the exact range directly
 constexpr std::size_t kEntriesPerSample = 256;              // sample size n / 256 ...
-constexpr std::size_t kMaxSamples = std::size_t{1} << 16;   // ... up to 2^16
+constexpr std::size_t kMaxSamples = std::size_t{1} << 15;   // ... up to 2^15
 constexpr std::size_t kSamplePrefetch = 16;                 // samples in flight: they are random DRAM accesses
 constexpr double kMarginSigmas = 5;                         // binomial standard deviations of margin on each side
 
@@ -173,11 +173,17 @@ Key key_of_rank(std::span<Key> keys, std::size_t rank)
 constexpr int kRadixBits = 12;                // 4096 buckets: the histogram (16 KiB) stays in L1
 constexpr std::size_t kRadixFinish = 1024;    // key_of_rank finishes below this many keys
 
+struct RankedKey {
+  Key key = 0;
+  std::size_t larger = 0;  // how many keys are strictly larger
+};
+
 // The key of descending rank `rank` (1-based, <= keys.size()) among keys, which all lie in [lo, hi]; shrinks keys.
 // MSD radix select: a histogram of the top kRadixBits bits of key - lo finds the bucket that holds the rank-th largest
 // key; keep the keys of that bucket and repeat on its narrower range (at most 3 rounds for 31-bit keys).
-Key select_rank(std::vector<Key>& keys, std::size_t rank, Key lo, Key hi)
+RankedKey select_rank(std::vector<Key>& keys, std::size_t rank, Key lo, Key hi)
 {
+  RankedKey result;
   std::vector<std::uint32_t> histogram(std::size_t{1} << kRadixBits);
   while (keys.size() > kRadixFinish && lo < hi) {
     const int shift = std::max(0, static_cast<int>(std::bit_width(hi - lo)) - kRadixBits);
@@ -186,8 +192,10 @@ Key select_rank(std::vector<Key>& keys, std::size_t rank, Key lo, Key hi)
       ++histogram[(key - lo) >> shift];
     // From the top bucket down to the one holding the rank-th largest key; rank becomes the rank inside it.
     std::size_t bucket = (hi - lo) >> shift;
-    for (; histogram[bucket] < rank; --bucket)
+    for (; histogram[bucket] < rank; --bucket) {
       rank -= histogram[bucket];
+      result.larger += histogram[bucket];
+    }
     // Keep the keys of that bucket, in place and branch-free (write every key, advance only over the bucket's).
     std::size_t kept = 0;
     for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -199,7 +207,16 @@ Key select_rank(std::vector<Key>& keys, std::size_t rank, Key lo, Key hi)
     lo += static_cast<Key>(bucket << shift);
     hi = std::min(hi, lo + ((Key{1} << shift) - 1));
   }
-  return lo == hi ? lo : key_of_rank(keys, rank);
+  if (lo == hi) {  // the remaining keys are all equal
+    result.key = lo;
+    return result;
+  }
+  result.key = key_of_rank(keys, rank);
+  result.larger += static_cast<std::size_t>(
+    std::count_if(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(rank - 1), [&](Key key) {
+      return key > result.key;
+    }));
+  return result;
 }
 
 // The exact range lo = hi = key of the min(k, m)-th largest of the m non-NaN entries (k >= 1; the default range
@@ -214,7 +231,7 @@ KeyRange exact_range(std::span<const float> x, std::size_t k)
   if (keys.empty())
     return {};
   const std::size_t rank = std::min(k, keys.size());
-  const Key key = select_rank(keys, rank, 0, kInfKey);
+  const Key key = select_rank(keys, rank, 0, kInfKey).key;
   return {key, key, rank};
 }
 
@@ -289,32 +306,26 @@ TopkCandidates find_topk(std::span<const float> x, std::size_t k)
   if (k_eff == 0)
     return result;
 
-  // Phase 3: the candidates with key > hi are certainly in; gather the keys of the others (the band), branch-free:
-  // write every key, advance only over band members.
-  std::vector<Key> band;
-  auto gather_band = [&] {
-    band.resize(c.size() + 1);
-    std::size_t members = 0;
-    for (float v : c.values) {
-      band[members] = magnitude_key(v);
-      members += magnitude_key(v) <= range.hi;
-    }
-    band.resize(members);
-  };
-  gather_band();
-  if (c.size() - band.size() >= k_eff) {
-    // The sample put hi below the k-th largest key: select among all candidates instead.
-    range.hi = kInfKey;
-    gather_band();
-  }
-  const std::size_t certain = c.size() - band.size();
-  result.kth_key = select_rank(band, k_eff - certain, range.lo, range.hi);
-
-  // Ties: k_eff minus the number of candidates strictly above the k-th largest key.
-  std::size_t above = 0;
+  // Phase 3: the candidates with key > hi are certainly in; the others form the band. If the sample put hi below the
+  // k-th largest key, there are k_eff or more certain ones: make the band all candidates instead.
+  std::size_t certain = 0;
   for (float v : c.values)
-    above += magnitude_key(v) > result.kth_key;
-  result.ties = k_eff - above;
+    certain += magnitude_key(v) > range.hi;
+  if (certain >= k_eff) {
+    range.hi = kInfKey;
+    certain = 0;
+  }
+  // Gather the band's keys branch-free (write every key, advance only over band members) and select in it.
+  std::vector<Key> band(c.size() - certain + 1);
+  std::size_t members = 0;
+  for (float v : c.values) {
+    band[members] = magnitude_key(v);
+    members += magnitude_key(v) <= range.hi;
+  }
+  band.pop_back();
+  const RankedKey kth = select_rank(band, k_eff - certain, range.lo, range.hi);
+  result.kth_key = kth.key;
+  result.ties = k_eff - certain - kth.larger;
   return result;
 }
 

@@ -2,6 +2,7 @@
 // payload itself, so the bytes a run reports are those of the messages actually sent.
 #pragma once
 
+#include "sim/sparse.hpp"
 #include "sim/units.hpp"
 
 #include <cstdint>
@@ -32,6 +33,11 @@ struct Counts {
 inline Bytes wire_bytes(const DenseBlock& block, const WireFormat& wire)
 {
   return block.length * static_cast<Bytes>(wire.value_bytes);
+}
+// A sparse vector costs one index and one value per element.
+inline Bytes wire_bytes(const SparseVector& v, const WireFormat& wire)
+{
+  return v.size() * static_cast<Bytes>(wire.index_bytes + wire.value_bytes);
 }
 // Metadata travels as 4-byte integers, as MPI_INT counts do.
 inline Bytes wire_bytes(const Counts& counts, const WireFormat&) { return counts.values.size() * 4; }

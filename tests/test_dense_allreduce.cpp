@@ -66,6 +66,7 @@ TEST(DenseRing, MatchesClosedFormOnStar)
       EXPECT_NEAR(number(row, "sim_time_s"), expected_time, 0.005 * expected_time);
       // Every block is sent P-1 times per phase: the mean is exact; a rank's blocks round by < 1 element.
       EXPECT_DOUBLE_EQ(number(row, "bytes_sent_mean"), 2 * 4.0 * c.n * (P - 1) / P);
+      EXPECT_DOUBLE_EQ(number(row, "bytes_recv_mean"), number(row, "bytes_sent_mean"));
       EXPECT_LE(std::fabs(number(row, "bytes_sent_max") - 2 * 4.0 * c.n * (P - 1) / P), 2 * 4 * (P - 1));
       EXPECT_EQ(number(row, "msgs_sent_max"), 2 * (P - 1));
     }

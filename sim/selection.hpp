@@ -1,0 +1,62 @@
+// Local selection in the rank loop: which entries of its accumulated gradient a rank contributes.
+//
+// Two policies (algorithms.md, "Ok-Topk, one iteration", step 2):
+// - "exact": the exact top-k by magnitude every iteration (TopkA, gTopk, SparCML).
+// - "threshold_reuse": Ok-Topk's. Every `reevaluate_every` iterations (tau') the threshold is the exact k-th
+//   largest |acc| and the selection is the exact top-k; in between the last threshold is reused, selecting
+//   |acc| > threshold (strict), so the count m drifts around k. The reference implementation corrects the
+//   threshold multiplicatively: before selecting, VGG raises it by `raise_factor` (at most `raise_max` times)
+//   while m > raise_above * k; after selecting, if m left the window (low*k, high*k) the threshold is scaled
+//   by `factor` for the next iteration (down when m was too small, up when too large).
+#pragma once
+
+#include "sim/json_reader.hpp"
+#include "sim/sparse.hpp"
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+
+namespace sparsim {
+
+// Threshold correction rules of the reference implementation, per model (algorithms.md).
+struct ThresholdRules {
+  std::string preset;      // "vgg", "lstm", "bert"
+  double low = 0;          // window (low*k, high*k) for the selected count m
+  double high = 0;
+  double factor = 1;       // scale applied for the next iteration when m leaves the window
+  double raise_above = 0;  // before selecting: raise while m > raise_above * k ...
+  double raise_factor = 1; // ... by this factor ...
+  int raise_max = 0;       // ... at most this many times (0: never)
+};
+ThresholdRules threshold_rules(const std::string& preset);
+
+struct SelectionConfig {
+  std::string policy = "exact";  // "exact" or "threshold_reuse"
+  int reevaluate_every = 32;     // tau'
+  ThresholdRules rules = threshold_rules("vgg");
+  nlohmann::json to_json() const;
+};
+// Reads the config's "selection" object; `default_policy` comes from the algorithm.
+SelectionConfig parse_selection(JsonReader selection, const std::string& default_policy);
+
+// One rank's selector; keeps the reused threshold between iterations.
+class LocalSelector {
+public:
+  explicit LocalSelector(SelectionConfig config) : config_(std::move(config)) {}
+
+  // Selects from `acc` for `iteration`; sorted by index.
+  SparseVector select(std::span<const float> acc, std::uint64_t k, int iteration);
+  double threshold() const { return used_threshold_; }  // the threshold of the last selection
+  bool last_was_exact() const { return last_exact_; }
+
+private:
+  SelectionConfig config_;
+  double threshold_ = 0;       // the threshold the next reuse starts from
+  double used_threshold_ = 0;
+  bool have_threshold_ = false;
+  bool last_exact_ = false;
+};
+
+}  // namespace sparsim
