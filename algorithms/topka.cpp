@@ -5,8 +5,10 @@
 //
 // Parameter "allgather": "ring" (P-1 steps, each forwarding the selection received in the step before:
 // (P-1) alpha) or "recursive_doubling" (ceil(log2 P) steps, each sending everything gathered so far;
-// done with Bruck's algorithm so that any P works; log P alpha). Both move k(P-1) elements per rank.
+// done with Bruck's algorithm so that any P works; log P alpha). Both move k(P-1) elements per rank
+// (algorithms/collectives.hpp).
 #include "algorithms/algorithm.hpp"
+#include "algorithms/collectives.hpp"
 #include "sim/sparse_ops.hpp"
 
 #include <cmath>
@@ -39,17 +41,11 @@ public:
   SparseVector allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
                          SparseReport&) const override
   {
-    const int P = comm.size();
-    const int r = comm.rank();
-    // gathered[q] = rank q's selection once it has arrived.
-    std::vector<std::shared_ptr<const SparseVector>> gathered(P);
-    gathered[r] = std::make_shared<const SparseVector>(*input.local_selection);
+    auto mine = std::make_shared<const SparseVector>(*input.local_selection);
+    Gathered<SparseVector> gathered;
     {
       auto scope = comm.phase("allgather");
-      if (allgather_ == "ring")
-        ring_allgather(comm, gathered);
-      else
-        bruck_allgather(comm, gathered);
+      gathered = allgather_ == "ring" ? ring_allgather(comm, mine, 0) : bruck_allgather(comm, mine, 0);
     }
     // Union sum, in rank order on every rank.
     std::vector<const SparseVector*> parts;
@@ -59,39 +55,6 @@ public:
   }
 
 private:
-  // Step s: pass on the selection of rank (r - s) mod P to the right, receive (r - s - 1) mod P from the left.
-  static void ring_allgather(Communicator& comm, std::vector<std::shared_ptr<const SparseVector>>& gathered)
-  {
-    const int P = comm.size();
-    const int r = comm.rank();
-    for (int step = 0; step < P - 1; ++step) {
-      const int send_owner = ((r - step) % P + P) % P;
-      const int recv_owner = ((r - step - 1) % P + P) % P;
-      gathered[recv_owner] = comm.sendrecv((r + 1) % P, gathered[send_owner], (r - 1 + P) % P, step);
-    }
-  }
-
-  // Bruck: in step j rank r sends the selections of ranks r, r+1, ..., r+c-1 (c = min(2^j, P - 2^j), all
-  // mod P) to rank r - 2^j and receives those of r + 2^j, ... from rank r + 2^j.
-  static void bruck_allgather(Communicator& comm, std::vector<std::shared_ptr<const SparseVector>>& gathered)
-  {
-    const int P = comm.size();
-    const int r = comm.rank();
-    for (int distance = 1, step = 0; distance < P; distance *= 2, ++step) {
-      const int count = std::min(distance, P - distance);
-      auto bundle = std::make_shared<SparseBundle>();
-      for (int i = 0; i < count; ++i) {
-        const int owner = (r + i) % P;
-        bundle->owners.push_back(owner);
-        bundle->parts.push_back(gathered[owner]);
-      }
-      auto incoming = comm.sendrecv((r - distance + P) % P, std::shared_ptr<const SparseBundle>(bundle),
-                                    (r + distance) % P, step);
-      for (std::size_t i = 0; i < incoming->owners.size(); ++i)
-        gathered[incoming->owners[i]] = incoming->parts[i];
-    }
-  }
-
   std::string allgather_;
 };
 

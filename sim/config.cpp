@@ -60,7 +60,8 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
   if (config.workload.data == "phantom" && config.algorithm_kind != "dense")
     throw ConfigError("workload.data", "\"phantom\"", "\"real\": sparse algorithms select from real values");
 
-  config.gradients = parse_gradient_source(root.optional_object("gradients"), config.seed);
+  config.gradients = parse_gradient_source(root.optional_object("gradients"),
+                                           GradientContext{config.seed, config.workload.n, config.ranks, config_dir});
   if (config.algorithm_kind == "sparse") {
     const auto& sparse = dynamic_cast<const SparseAllreduce&>(*config.algorithm);
     config.selection =

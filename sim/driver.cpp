@@ -264,6 +264,8 @@ void run_dense_rank(RunState& run, DenseVerifier& verifier, RankId rank)
     }
     algorithm.allreduce(comm, data);
     end_iteration(run, comm, it, start, run.records[it][rank]);
+    if (rank == 0)
+      config.gradients->apply_dense_update(it, data.values, config.ranks);
     if (config.verify)
       run.note_verification(verifier.check(it, data), rank, it);
     run.progress(rank, it);
@@ -294,27 +296,15 @@ void run_sparse_rank(RunState& run, SparseVerifier& verifier, RankId rank)
     const SparseVector selection = selector.select(acc, k, it);
 
     RankIteration& record = run.records[it][rank];
-    const SparseInput input{it, n, k, &selection};
+    const SparseInput input{it, n, k, &selection, selector.last_was_exact()};
     const SparseVector result = algorithm.allreduce(comm, input, state.get(), record.sparse);
-    record.sparse.reevaluation = record.sparse.reevaluation || (selector.last_was_exact() &&
-                                                                config.selection.policy == "threshold_reuse");
     end_iteration(run, comm, it, start, record);
     record.local_selected = selection.size();
     record.result_nnz = result.size();
 
-    // The residual gives up what was consumed: all of the selection, or the part U kept.
-    const bool keep_lost = algorithm.residual_rule() == SparseAllreduce::ResidualRule::selected_in_result;
-    std::size_t in_result = 0;
-    for (std::size_t e = 0; e < selection.size(); ++e) {
-      const Index i = selection.indices[e];
-      if (keep_lost) {
-        while (in_result < result.size() && result.indices[in_result] < i)
-          ++in_result;
-        if (in_result == result.size() || result.indices[in_result] != i)
-          continue;
-      }
-      acc[i] = 0.0f;
-    }
+    consume_selection(acc, selection, result, algorithm.residual_rule());
+    if (rank == 0)
+      config.gradients->apply_update(it, result, config.ranks);
     if (config.verify)
       run.note_verification(verifier.report(selection, result), rank, it);
     run.progress(rank, it);
@@ -322,6 +312,23 @@ void run_sparse_rank(RunState& run, SparseVerifier& verifier, RankId rank)
 }
 
 }  // namespace
+
+void consume_selection(std::vector<float>& acc, const SparseVector& selection, const SparseVector& result,
+                       SparseAllreduce::ResidualRule rule)
+{
+  const bool keep_lost = rule == SparseAllreduce::ResidualRule::selected_in_result;
+  std::size_t in_result = 0;
+  for (std::size_t e = 0; e < selection.size(); ++e) {
+    const Index i = selection.indices[e];
+    if (keep_lost) {
+      while (in_result < result.size() && result.indices[in_result] < i)
+        ++in_result;
+      if (in_result == result.size() || result.indices[in_result] != i)
+        continue;  // lost at the global selection: stays in the residual
+    }
+    acc[i] = 0.0f;
+  }
+}
 
 std::vector<std::string> simgrid_options(const NetworkOptions& network)
 {
@@ -398,6 +405,13 @@ RunOutput run_experiment(const ExperimentConfig& config, bool show_progress)
                                          config.ranks - finished_ranks, config.ranks));
 
   out.verified = config.verify;
+  if (!sparse_verifier)
+    out.verification = "every rank's result equals the direct sum of all gradients";
+  else if (dynamic_cast<const SparseAllreduce&>(*config.algorithm).result_semantics() ==
+           SparseAllreduce::ResultSemantics::reselected)
+    out.verification = "every rank holds the same result (the re-selection tree is checked by the tests)";
+  else
+    out.verification = "every rank's result equals the sum of the local selections on its indices";
   out.verify_max_error = run.verify_max_error;
   for (int it = 0; it < config.iterations; ++it)
     add_iteration_rows(it, run.records[it], config, world.phase_names(), out.cost_inputs, out.closed_form, out);

@@ -52,7 +52,8 @@ struct RunOutput {
   RouteSummary routes;
   CostInputs cost_inputs;
   ClosedForm closed_form;
-  bool verified = false;        // the result was checked against a direct sum
+  bool verified = false;        // the result was checked against a reference
+  std::string verification;     // what was checked
   double verify_max_error = 0;  // largest |result - reference| / tolerance seen (<= 1 passes)
   Seconds wall_time = 0;
   std::uint64_t peak_rss_bytes = 0;
@@ -63,6 +64,11 @@ struct RunOutput {
 // Throws ConfigError for problems found while building the platform, std::runtime_error for failures
 // (deadlock, a result that fails verification).
 RunOutput run_experiment(const ExperimentConfig& config, bool show_progress);
+
+// Error feedback after a sparse allreduce: zeroes in `acc` (which becomes the residual) the entries of
+// `selection` that were consumed: all of them, or only those that are in `result` (both sorted by index).
+void consume_selection(std::vector<float>& acc, const SparseVector& selection, const SparseVector& result,
+                       SparseAllreduce::ResidualRule rule);
 
 // SimGrid command-line options for the config's network model.
 std::vector<std::string> simgrid_options(const NetworkOptions& network);

@@ -1,5 +1,9 @@
 #include "sim/gradients.hpp"
 
+#include "sim/calibrated_source.hpp"
+#include "sim/replay_source.hpp"
+#include "sim/training_source.hpp"
+
 namespace sparsim {
 namespace {
 
@@ -55,13 +59,23 @@ std::uint64_t mix_coordinates(std::uint64_t seed, std::uint64_t rank, std::uint6
   return splitmix64(splitmix64(splitmix64(splitmix64(seed) ^ rank) ^ iteration) ^ index);
 }
 
-std::unique_ptr<GradientSource> parse_gradient_source(JsonReader gradients, std::uint64_t seed)
+std::unique_ptr<GradientSource> parse_gradient_source(JsonReader gradients, const GradientContext& context)
 {
-  const std::string source = gradients.get_enum("source", {"uniform", "integers"}, "uniform");
+  const std::string source = gradients.get_enum(
+      "source", {"uniform", "integers", "fashion_mnist_mlp", "replay", "calibrated"}, "uniform");
+  std::unique_ptr<GradientSource> created;
+  if (source == "calibrated")
+    created = make_calibrated_source(gradients, context);
+  else if (source == "fashion_mnist_mlp")
+    created = make_training_source(gradients, context);
+  else if (source == "integers")
+    created = std::make_unique<IntegerSource>(context.seed);
+  else if (source == "replay")
+    created = make_replay_source(gradients, context);
+  else
+    created = std::make_unique<UniformSource>(context.seed);
   gradients.finish();
-  if (source == "integers")
-    return std::make_unique<IntegerSource>(seed);
-  return std::make_unique<UniformSource>(seed);
+  return created;
 }
 
 }  // namespace sparsim

@@ -24,18 +24,7 @@ SparseVector slice(const SparseVector& v, Index begin, Index end);
 // The k entries of largest |value| (ties: smaller index first), sorted by index.
 SparseVector top_k_by_magnitude(const SparseVector& v, std::size_t k);
 
-// Several ranks' sparse vectors in one message (allgather steps forward what they have collected).
-// Only the elements are charged on the wire: the counts travel with MPI's allgatherv metadata.
-struct SparseBundle {
-  std::vector<RankId> owners;
-  std::vector<std::shared_ptr<const SparseVector>> parts;
-};
-inline Bytes wire_bytes(const SparseBundle& bundle, const WireFormat& wire)
-{
-  Bytes bytes = 0;
-  for (const auto& part : bundle.parts)
-    bytes += wire_bytes(*part, wire);
-  return bytes;
-}
+// Several ranks' sparse vectors in one message; the counts travel with MPI's allgatherv metadata.
+using SparseBundle = Bundle<SparseVector>;
 
 }  // namespace sparsim

@@ -1,19 +1,20 @@
 // Top-k selection kernels (see sim/topk.hpp for the contract and the edge cases).
 //
-// Everything compares magnitudes through their "key": the bit pattern of |x| as an unsigned integer. For non-NaN
-// floats the key order is the magnitude order (0 for +-0.0 up to kInfKey for +-inf); NaNs have keys above kInfKey.
+// Magnitudes are compared through their "key": the bit pattern of |x| as an unsigned integer. For non-NaN floats the
+// key order is the magnitude order (0 for +-0.0 up to kInfKey for +-inf); NaNs have keys above kInfKey.
 //
-// select_above streams x once in chunks of kChunk entries. Each chunk is compacted into a small scratch buffer that
-// stays in L1 (AVX-512: compress 16 indices and values per step and store them whole; portable: test a group of 16
-// and write the group's hits branch-free), and the scratch is then appended to the result.
+// select_above streams x once, in chunks of kChunk entries, with software prefetch (one core of a VM does not reach
+// the memory bandwidth without it). Each chunk is compacted into a scratch buffer that stays in L1 (AVX-512: compress
+// 16 indices and values per step and store them whole; portable: count a group's hits vectorized and write only
+// groups with hits, branch-free), then appended to the result, which is reserved from a small sample's estimate.
 //
 // select_topk and kth_largest_magnitude share find_topk:
-// 1. Range: from a stratified sample of x, the key range [lo, hi] that holds the k-th largest key with overwhelming
-//    probability (small inputs: the exact k-th largest key, lo = hi).
-// 2. Candidates: one compaction pass collects every entry with key >= lo, in index order. If there are fewer than k
-//    (the sample was wrong), the range is recomputed exactly and the pass repeated.
-// 3. Exact select: the entries with key > hi are certainly in the top k; std::nth_element among the candidate keys
-//    in [lo, hi] (a small fraction of the candidates) gives the exact k-th largest key and how many ties to keep.
+// 1. Range: from a stratified random sample of x, the key range [lo, hi] that holds the k-th largest key with
+//    overwhelming probability (small inputs: the exact k-th largest key, lo = hi).
+// 2. Candidates: one compaction pass (as in select_above) collects every entry with key >= lo, in index order. If
+//    there are fewer than k (the sample was wrong), the range is recomputed exactly and the pass repeated.
+// 3. Exact select: the candidates with key > hi are certainly in the top k; a radix select among the keys of the
+//    others (the band, a fraction of the candidates) gives the exact k-th largest key and how many ties to keep.
 // select_topk then keeps, in one pass over the candidates, the keys above the k-th and the first ties.
 #include "sim/topk.hpp"
 
@@ -49,11 +50,45 @@ void check_size(std::span<const float> x)
     throw std::length_error("top-k kernels: input has more entries than sparsim::Index can address");
 }
 
+// ---- Sampling ----
+
+constexpr double kMarginSigmas = 5;  // binomial standard deviations of margin around sampled estimates
+
+// s positions in [0, n), s <= n: one per stratum of n / s entries (the last n mod s entries are never sampled), at an
+// offset given by splitmix64 of the stratum number, scaled to the stratum by a multiply-shift (no slow modulo).
+std::vector<std::size_t> stratified_positions(std::size_t n, std::size_t s)
+{
+  const std::uint64_t stride = n / s;
+  std::vector<std::size_t> positions;
+  positions.reserve(s);
+  for (std::uint64_t j = 0; j < s; ++j) {
+    std::uint64_t z = j + 0x9e3779b97f4a7c15u;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    z ^= z >> 31;
+    positions.push_back(static_cast<std::size_t>(j * stride + (((z >> 32) * stride) >> 32)));
+  }
+  return positions;
+}
+
+// x at the given positions. They are random DRAM accesses (and TLB misses): keep kSamplesInFlight of them in flight.
+std::vector<float> gather(std::span<const float> x, const std::vector<std::size_t>& positions)
+{
+  constexpr std::size_t kSamplesInFlight = 16;
+  std::vector<float> values(positions.size());
+  for (std::size_t j = 0; j < positions.size(); ++j) {
+    if (j + kSamplesInFlight < positions.size())
+      __builtin_prefetch(x.data() + positions[j + kSamplesInFlight]);
+    values[j] = x[positions[j]];
+  }
+  return values;
+}
+
 // ---- Compaction: (i, x[i]) for |x[i]| > threshold ----
 
-constexpr std::size_t kLanes = 16;              // floats per AVX-512 vector and per 64-byte cache line
-constexpr std::size_t kChunk = 2048;            // entries per chunk; the scratch (2 x 8 KiB) stays in L1
-constexpr std::size_t kPrefetchAhead = 2048;    // entries (8 KiB) ahead: one core alone does not saturate DRAM
+constexpr std::size_t kLanes = 16;            // floats per AVX-512 vector and per 64-byte cache line
+constexpr std::size_t kChunk = 2048;          // entries per chunk; the scratch (2 x 8 KiB) stays in L1
+constexpr std::size_t kPrefetchAhead = 2048;  // entries (8 KiB) ahead of the current one
 
 // Ask for the cache line kPrefetchAhead entries past x[i] (clamped to the end of x); a hint, never a fault.
 void prefetch_ahead(std::span<const float> x, std::size_t i)
@@ -73,7 +108,7 @@ std::size_t compact_chunk_portable(std::span<const float> x, std::size_t begin, 
   std::size_t i = begin;
   for (; i + kLanes <= end; i += kLanes) {
     prefetch_ahead(x, i);
-    // Count the group's hits first (the compiler vectorizes this); at top-k densities most groups have none.
+    // Count the group's hits first (vectorized); at top-k densities most groups have none.
     const float* group = x.data() + i;
     int hits = 0;
 #pragma GCC unroll 1  // keep the loop for the vectorizer (unrolled first, GCC 12 leaves it scalar)
@@ -97,26 +132,39 @@ std::size_t compact_chunk_portable(std::span<const float> x, std::size_t begin, 
 }
 
 #if SPARSIM_HAVE_AVX512_KERNEL
+// Append the entries of v (indices in `index`) selected by `hit` at idx/val + m; returns the new m. Compresses in
+// registers and stores all 16 lanes, without a branch: the lanes past the hits are overwritten by the next step.
+// (Branching on "any hit" mispredicts too often at 1-2% density.)
+__attribute__((target("avx512f,popcnt"))) inline std::size_t compress_store(__m512 v, __m512i index, __mmask16 hit,
+                                                                              Index* idx, float* val, std::size_t m)
+{
+  _mm512_storeu_si512(idx + m, _mm512_maskz_compress_epi32(hit, index));
+  _mm512_storeu_ps(val + m, _mm512_maskz_compress_ps(hit, v));
+  return m + static_cast<std::size_t>(_mm_popcnt_u32(hit));
+}
+
 __attribute__((target("avx512f,popcnt"))) std::size_t compact_chunk_avx512(std::span<const float> x, std::size_t begin,
                                                                              std::size_t end, float threshold,
                                                                              Index* idx, float* val)
 {
   const __m512 t = _mm512_set1_ps(threshold);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i step = _mm512_set1_epi32(kLanes);
+  __m512i index = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(begin)),
+                                   _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
   std::size_t m = 0;
-  for (std::size_t i = begin; i < end; i += kLanes) {
+  std::size_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) {
     prefetch_ahead(x, i);
-    // The last step of the chunk may be partial: masked-off lanes are neither loaded nor selected.
-    const __mmask16 valid = end - i >= kLanes ? __mmask16(0xffff) : __mmask16((1u << (end - i)) - 1);
-    const __m512 v = _mm512_maskz_loadu_ps(valid, x.data() + i);
+    const __m512 v = _mm512_loadu_ps(x.data() + i);
     // _CMP_GT_OQ is false for NaN, so NaN entries are never selected.
-    const __mmask16 hit = _mm512_mask_cmp_ps_mask(valid, _mm512_abs_ps(v), t, _CMP_GT_OQ);
-    const __m512i index = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(i)), lane);
-    // Compress in registers and store all 16 lanes, without a branch: the lanes past the hits are overwritten by the
-    // next step. (Branching on "any hit" mispredicts too often at 1-2% density.)
-    _mm512_storeu_si512(idx + m, _mm512_maskz_compress_epi32(hit, index));
-    _mm512_storeu_ps(val + m, _mm512_maskz_compress_ps(hit, v));
-    m += static_cast<std::size_t>(_mm_popcnt_u32(hit));
+    m = compress_store(v, index, _mm512_cmp_ps_mask(_mm512_abs_ps(v), t, _CMP_GT_OQ), idx, val, m);
+    index = _mm512_add_epi32(index, step);
+  }
+  if (i < end) {
+    // The partial last step: masked-off lanes are neither loaded nor selected.
+    const __mmask16 valid = static_cast<__mmask16>((1u << (end - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(valid, x.data() + i);
+    m = compress_store(v, index, _mm512_mask_cmp_ps_mask(valid, _mm512_abs_ps(v), t, _CMP_GT_OQ), idx, val, m);
   }
   return m;
 }
@@ -124,13 +172,13 @@ __attribute__((target("avx512f,popcnt"))) std::size_t compact_chunk_avx512(std::
 
 ChunkKernel chunk_kernel(CompactionIsa isa)
 {
+  if (isa == CompactionIsa::portable)
+    return compact_chunk_portable;
 #if SPARSIM_HAVE_AVX512_KERNEL
-  if (isa == CompactionIsa::avx512)
+  if (best_compaction_isa() == CompactionIsa::avx512)
     return compact_chunk_avx512;
 #endif
-  if (isa != CompactionIsa::portable)
-    throw std::invalid_argument("select_above: AVX-512 kernel requested on a build without it");
-  return compact_chunk_portable;
+  throw std::invalid_argument("select_above: AVX-512 kernel requested on a CPU or build without AVX-512F");
 }
 
 // Append (i, x[i]) for every |x[i]| > threshold to out, in index order.
@@ -146,32 +194,34 @@ void append_above(std::span<const float> x, float threshold, CompactionIsa isa, 
   }
 }
 
-// ---- Range of the k-th largest key ----
+// A generous estimate of count_above(x, threshold) from a sample, to reserve the output of select_above: growing
+// it instead (reallocate, copy, fault in new pages) costs 10-40% of a read pass at 1-2% density. Over-reserving is
+// cheap, pages that are never written are never faulted in.
+std::size_t estimated_count_above(std::span<const float> x, float threshold)
+{
+  constexpr std::size_t kSamples = 4096;
+  if (x.size() < 16 * kSamples)
+    return 0;  // small outputs grow cheaply
+  std::size_t hits = 0;
+  for (float v : gather(x, stratified_positions(x.size(), kSamples)))
+    hits += std::fabs(v) > threshold;
+  const double mean = static_cast<double>(hits);
+  const double upper = mean + kMarginSigmas * std::sqrt(mean) + kMarginSigmas;
+  return std::min(x.size(), static_cast<std::size_t>(upper * static_cast<double>(x.size() / kSamples)));
+}
 
-constexpr std::size_t kExactBelow = std::size_t{1} << 14;  // below this n, compute the exact range directly
-constexpr std::size_t kEntriesPerSample = 256;              // sample size n / 256 ...
-constexpr std::size_t kMaxSamples = std::size_t{1} << 15;   // ... up to 2^15
-constexpr std::size_t kSamplePrefetch = 16;                 // samples in flight: they are random DRAM accesses
-constexpr double kMarginSigmas = 5;                         // binomial standard deviations of margin on each side
-
-// The k-th largest key is expected in [lo, hi]: entries with key > hi are certainly in the top k, entries with
-// key < lo certainly out. lo = 0 admits every non-NaN entry; hi = kInfKey makes no entry certain.
-struct KeyRange {
-  Key lo = 0;
-  Key hi = kInfKey;
-  std::size_t expected_candidates = 0;  // expected number of entries with key >= lo (to reserve the output)
-};
+// ---- Exact selection among keys ----
 
 // The key of descending rank `rank` (1-based, <= keys.size()) among keys; reorders keys so that the rank - 1 largest
-// come first. For small arrays (std::nth_element mispredicts about every other comparison on large ones).
+// come first. For small arrays: std::nth_element mispredicts about every other comparison on large ones.
 Key key_of_rank(std::span<Key> keys, std::size_t rank)
 {
   std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(rank - 1), keys.end(), std::greater<>());
   return keys[rank - 1];
 }
 
-constexpr int kRadixBits = 12;                // 4096 buckets: the histogram (16 KiB) stays in L1
-constexpr std::size_t kRadixFinish = 1024;    // key_of_rank finishes below this many keys
+constexpr int kRadixBits = 12;              // 4096 buckets: the histogram (16 KiB) stays in L1
+constexpr std::size_t kRadixFinish = 1024;  // key_of_rank finishes below this many keys
 
 struct RankedKey {
   Key key = 0;
@@ -219,6 +269,20 @@ RankedKey select_rank(std::vector<Key>& keys, std::size_t rank, Key lo, Key hi)
   return result;
 }
 
+// ---- Range of the k-th largest key ----
+
+constexpr std::size_t kExactBelow = std::size_t{1} << 14;  // below this n, compute the exact range directly
+constexpr std::size_t kEntriesPerSample = 256;              // sample size n / 256 ...
+constexpr std::size_t kMaxSamples = std::size_t{1} << 15;   // ... up to 2^15
+
+// The k-th largest key is expected in [lo, hi]: entries with key > hi are certainly in the top k, entries with
+// key < lo certainly out. lo = 0 admits every non-NaN entry; hi = kInfKey makes no entry certain.
+struct KeyRange {
+  Key lo = 0;
+  Key hi = kInfKey;
+  std::size_t expected_candidates = 0;  // a generous estimate of the number of entries with key >= lo
+};
+
 // The exact range lo = hi = key of the min(k, m)-th largest of the m non-NaN entries (k >= 1; the default range
 // when m = 0).
 KeyRange exact_range(std::span<const float> x, std::size_t k)
@@ -241,12 +305,9 @@ KeyRange sampled_range(std::span<const float> x, std::size_t k, const std::vecto
 {
   std::vector<Key> keys;
   keys.reserve(positions.size());
-  for (std::size_t j = 0; j < positions.size(); ++j) {
-    if (j + kSamplePrefetch < positions.size())
-      __builtin_prefetch(x.data() + positions[j + kSamplePrefetch]);
-    if (magnitude_key(x[positions[j]]) <= kInfKey)
-      keys.push_back(magnitude_key(x[positions[j]]));
-  }
+  for (float v : gather(x, positions))
+    if (magnitude_key(v) <= kInfKey)
+      keys.push_back(magnitude_key(v));
   const double per_sample = static_cast<double>(x.size()) / static_cast<double>(positions.size());
   const double mean = static_cast<double>(k) / per_sample;
   // The constant term keeps the margin wide when the mean is a handful of samples or fewer.
@@ -266,7 +327,7 @@ KeyRange sampled_range(std::span<const float> x, std::size_t k, const std::vecto
   return range;
 }
 
-// ---- Exact top-k among the candidates ----
+// ---- Top k ----
 
 // The top k of x are the candidates with key > kth_key plus the first `ties` candidates with key == kth_key.
 struct TopkCandidates {
@@ -335,22 +396,9 @@ namespace detail {
 
 std::vector<std::size_t> sample_positions(std::size_t n)
 {
-  std::vector<std::size_t> positions;
   if (n < kExactBelow)
-    return positions;
-  // s strata of `stride` entries (the last n mod s entries are never sampled); splitmix64 of the stratum number picks
-  // the position inside it (scaled to the stratum by a multiply-shift instead of a slow modulo).
-  const std::size_t s = std::min(kMaxSamples, n / kEntriesPerSample);
-  const std::uint64_t stride = n / s;
-  positions.reserve(s);
-  for (std::uint64_t j = 0; j < s; ++j) {
-    std::uint64_t z = j + 0x9e3779b97f4a7c15u;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    z ^= z >> 31;
-    positions.push_back(static_cast<std::size_t>(j * stride + (((z >> 32) * stride) >> 32)));
-  }
-  return positions;
+    return {};
+  return stratified_positions(n, std::min(kMaxSamples, n / kEntriesPerSample));
 }
 
 }  // namespace detail
@@ -368,6 +416,7 @@ SparseVector select_above(std::span<const float> x, float threshold, CompactionI
 {
   check_size(x);
   SparseVector out;
+  out.reserve(estimated_count_above(x, threshold));
   append_above(x, threshold, isa, out);
   return out;
 }
@@ -380,7 +429,7 @@ SparseVector select_above(std::span<const float> x, float threshold)
 std::size_t count_above(std::span<const float> x, float threshold)
 {
   check_size(x);
-  // Groups of kLanes entries as in the portable compaction: a vectorized count per group, prefetch per cache line.
+  // Groups of kLanes entries as in the portable compaction: a vectorized count per group, a prefetch per cache line.
   std::size_t count = 0;
   std::size_t i = 0;
   for (; i + kLanes <= x.size(); i += kLanes) {

@@ -6,6 +6,7 @@
 #include "sim/units.hpp"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,20 @@ inline Bytes wire_bytes(const SparseVector& v, const WireFormat& wire)
 {
   return v.size() * static_cast<Bytes>(wire.index_bytes + wire.value_bytes);
 }
+// Several ranks' payloads in one message (allgather steps forward what they have collected). Only the
+// parts are charged on the wire: which rank owns which part is known to both sides in advance.
+template <class T> struct Bundle {
+  std::vector<RankId> owners;
+  std::vector<std::shared_ptr<const T>> parts;
+};
+template <class T> Bytes wire_bytes(const Bundle<T>& bundle, const WireFormat& wire)
+{
+  Bytes bytes = 0;
+  for (const auto& part : bundle.parts)
+    bytes += wire_bytes(*part, wire);
+  return bytes;
+}
+
 // Metadata travels as 4-byte integers, as MPI_INT counts do.
 inline Bytes wire_bytes(const Counts& counts, const WireFormat&) { return counts.values.size() * 4; }
 

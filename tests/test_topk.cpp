@@ -428,6 +428,47 @@ TEST(SelectAbove, ThresholdEdgeCases)
   EXPECT_EQ(std::signbit(select_above(x, -1.0f).values[0]), true);
 }
 
+TEST(Topk, KthLargestAndSelectAboveComposeIntoTheTopK)
+{
+  // The documented identity: top-k = {|x| > t} plus the first min(k, m) - count_above(x, t) entries with |x| == t.
+  std::mt19937_64 rng(23);
+  std::uniform_int_distribution<int> level(-40, 40);
+  for (std::size_t n : {1, 100, 16385, 200003}) {
+    std::vector<float> x(n);
+    for (float& v : x)
+      v = static_cast<float>(level(rng)) * 0.125f;
+    for (std::size_t k : ks_for(n)) {
+      const float t = kth_largest_magnitude(x, k);
+      SparseVector composed = select_above(x, t);
+      std::size_t ties = std::min(k, n) - count_above(x, t);
+      for (std::size_t i = 0; i < n && ties > 0; ++i)
+        if (std::fabs(x[i]) == t) {
+          composed.indices.push_back(static_cast<Index>(i));
+          composed.values.push_back(x[i]);
+          --ties;
+        }
+      std::vector<std::size_t> order(composed.size());
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return composed.indices[a] < composed.indices[b];
+      });
+      SparseVector sorted;
+      for (std::size_t j : order) {
+        sorted.indices.push_back(composed.indices[j]);
+        sorted.values.push_back(composed.values[j]);
+      }
+      expect_identical(select_topk(x, k), sorted, "composed n=" + std::to_string(n) + " k=" + std::to_string(k));
+    }
+  }
+}
+
+TEST(SelectAbove, Avx512RequestWithoutAvx512Throws)
+{
+  if (best_compaction_isa() == CompactionIsa::avx512)
+    GTEST_SKIP() << "this CPU has AVX-512F";
+  EXPECT_THROW(select_above(std::vector<float>{1.0f}, 0.0f, CompactionIsa::avx512), std::invalid_argument);
+}
+
 TEST(Topk, RejectsInputsLargerThanIndexCanAddress)
 {
   // The span is never dereferenced: the size check comes first.

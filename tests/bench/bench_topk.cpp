@@ -1,14 +1,15 @@
 // Benchmark of the top-k kernels (sim/topk.hpp) against one streaming read pass over the same array.
 //
 // Memory bandwidth on a shared VM drifts by tens of percent between runs, so absolute times are not comparable; every
-// benchmark therefore times, in each iteration, one read pass (sum of |x|) right before the kernel, and reports
-//   x_read_pass = kernel time / read pass time   (both summed over the iterations of the same run)
-// next to the kernel time itself (manual time: the read pass is not in "Time"). select_topk_reference
+// benchmark therefore times a read pass (sum of |x|) right before each call of the kernel (and at least 10 in all),
+// and reports
+//   x_read_pass = mean kernel time / mean read pass time   (same run, same array, same cache state)
+// next to the kernel time itself (manual time: the read passes are not in "Time"). select_topk_reference
 // (std::nth_element) is measured the same way, so speedups are ratios of x_read_pass.
 //
 // Cases: n = 2^20, 2^24, 2^26; densities 0.1%, 1%, 2% (k = density n; select_above and count_above use the threshold
 // that selects k entries); Gaussian and heavy-tailed (Student-t, 2 degrees of freedom) entries.
-// Run: bench_topk --benchmark_repetitions=5 --benchmark_report_aggregates_only=true   (see docs/benchmarks.md)
+// Run: see docs/benchmarks.md (repetitions, random interleaving, medians).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -105,26 +106,35 @@ double seconds_since(std::chrono::steady_clock::time_point start)
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Times kernel() as the benchmark's manual time and a read pass of x before each call for the x_read_pass ratio.
+// Times kernel() as the benchmark's manual time, and a read pass of x before each call for the x_read_pass ratio
+// (at least kMinReadPasses of them: slow kernels run few iterations).
 template <class Kernel>
 void run(benchmark::State& state, std::span<const float> x, Kernel kernel)
 {
+  constexpr int kMinReadPasses = 10;
   double kernel_seconds = 0;
   double read_seconds = 0;
-  for (auto _ : state) {
-    const auto read_start = std::chrono::steady_clock::now();
+  int read_passes = 0;
+  auto time_read_pass = [&] {
+    const auto start = std::chrono::steady_clock::now();
     benchmark::DoNotOptimize(read_pass(x));
-    read_seconds += seconds_since(read_start);
-    const auto kernel_start = std::chrono::steady_clock::now();
+    read_seconds += seconds_since(start);
+    ++read_passes;
+  };
+  for (auto _ : state) {
+    time_read_pass();
+    const auto start = std::chrono::steady_clock::now();
     auto result = kernel();
     benchmark::DoNotOptimize(result);
-    const double elapsed = seconds_since(kernel_start);
+    const double elapsed = seconds_since(start);
     state.SetIterationTime(elapsed);
     kernel_seconds += elapsed;
   }
-  state.counters["x_read_pass"] = kernel_seconds / read_seconds;
-  state.counters["read_GBps"] = static_cast<double>(x.size_bytes()) * static_cast<double>(state.iterations()) /
-                                read_seconds / 1e9;
+  while (read_passes < kMinReadPasses)
+    time_read_pass();
+  const double read_pass_seconds = read_seconds / read_passes;
+  state.counters["x_read_pass"] = kernel_seconds / static_cast<double>(state.iterations()) / read_pass_seconds;
+  state.counters["read_GBps"] = static_cast<double>(x.size_bytes()) / read_pass_seconds / 1e9;
 }
 
 void register_case(Dist dist, std::size_t log2_n, double density)

@@ -1,0 +1,395 @@
+// Ok-Topk: the near-optimal sparse allreduce of S. Li and T. Hoefler, "Near-Optimal Sparse Allreduce for
+// Distributed Deep Learning", PPoPP 2022. One iteration on rank r, given its local selection S_r (the rank
+// loop selects with threshold reuse, exact every tau' iterations):
+//   1. balanced space repartition (every tau iterations): boundaries = average over ranks of each rank's P-1
+//      local quantiles of its selected indices (one allreduce of P-1 integers, 64-bit);
+//   2. split and reduce: a count exchange, then P-1 steps in which rank r sends its part of region (r+s) mod P
+//      to that region's owner and receives from (r-s) mod P (each step a permutation: no incast), grouped in
+//      waves of B steps; the owner sums its region R_r;
+//   3. global selection: on re-evaluation iterations every rank gathers all reduced regions and takes the
+//      exact top-k (its k-th magnitude becomes the global threshold gth); otherwise G_r = entries of R_r with
+//      |v| > gth, counts are allgathered, gth is corrected when the total leaves a window around k, the
+//      concatenated G's are rebalanced into P equal blocks (data balancing) and allgathered by recursive
+//      doubling (Bruck's algorithm, any P). Every rank ends with the same U.
+// The rank loop's residual keeps acc minus the entries r selected that are in U.
+//
+// Paper model by default; the reference code's behaviours as options: "balancing": false (its VGG/LSTM code
+// allgathered the unbalanced G's), "messages_per_step": 2 (indices and values sent apart), "rotation":
+// false and "partition": "static" (the paper's ablations), "bucket" (its throttle, 4).
+//
+// Cost (paper, per rank, non-re-evaluation iteration, words of 4 bytes): split (P-1) alpha + 2k(P-1)/P beta;
+// balance and allgatherv <= (P + 2 log P) alpha + 4k(P-1)/P beta; total <= (2P + 2 log P) alpha + 6k(P-1)/P beta.
+#include "algorithms/oktopk.hpp"
+
+#include "algorithms/algorithm.hpp"
+#include "algorithms/collectives.hpp"
+#include "sim/dense.hpp"
+#include "sim/sparse_ops.hpp"
+
+#include <cmath>
+#include <numeric>
+
+namespace sparsim {
+namespace {
+
+// Tags, one range per phase.
+constexpr Tag kRepartitionTag = 100;
+constexpr Tag kCountsTag = 1000;
+constexpr Tag kSplitTag = 1'000'000;  // + 1 for the values message in two-message mode
+constexpr Tag kGatherTag = 3'000'000;
+constexpr Tag kGlobalCountsTag = 3'100'000;
+constexpr Tag kBalanceTag = 3'200'000;
+constexpr Tag kAllgathervTag = 3'300'000;
+
+// The reference implementation's correction of the global threshold (algorithms.md, step 5): when the
+// global count leaves (low*k, high*k), gth is divided by `down` (too few) or multiplied by `up` (too many).
+struct GlobalRules {
+  std::string preset;
+  double low, high, down, up;
+};
+GlobalRules global_rules(const std::string& preset)
+{
+  if (preset == "lstm")
+    return {"lstm", 3.0 / 4, 5.0 / 4, 1.01, 1.008};
+  if (preset == "bert")
+    return {"bert", 4.0 / 5, 5.0 / 4, 1.036, 1.025};
+  return {"vgg", 2.0 / 3, 4.0 / 3, 1.008, 1.008};
+}
+
+struct Params {
+  int repartition_every = 64;  // tau
+  bool balanced_partition = true;
+  bool rotation = true;
+  int bucket = 4;  // steps per wave
+  int messages_per_step = 1;
+  bool balancing = true;
+  GlobalRules rules = global_rules("vgg");
+};
+
+struct State final : SparseRankState {
+  std::vector<std::uint64_t> boundaries;  // region j is [boundaries[j], boundaries[j+1])
+  double global_threshold = 0;
+  bool have_global_threshold = false;
+};
+
+// The two halves of a region slice in two-message mode.
+struct SliceIndices {
+  std::shared_ptr<const SparseVector> slice;
+};
+struct SliceValues {
+  std::shared_ptr<const SparseVector> slice;
+};
+Bytes wire_bytes(const SliceIndices& p, const WireFormat& wire) { return p.slice->size() * wire.index_bytes; }
+Bytes wire_bytes(const SliceValues& p, const WireFormat& wire) { return p.slice->size() * wire.value_bytes; }
+
+// Elements [from, to) of v by position.
+SparseVector positions(const SparseVector& v, std::size_t from, std::size_t to)
+{
+  SparseVector out;
+  out.indices.assign(v.indices.begin() + from, v.indices.begin() + to);
+  out.values.assign(v.values.begin() + from, v.values.begin() + to);
+  return out;
+}
+
+// Concatenation of parts whose index ranges are ordered and disjoint (regions, blocks).
+SparseVector concatenate(const Gathered<SparseVector>& parts)
+{
+  SparseVector out;
+  for (const auto& part : parts) {
+    out.indices.insert(out.indices.end(), part->indices.begin(), part->indices.end());
+    out.values.insert(out.values.end(), part->values.begin(), part->values.end());
+  }
+  return out;
+}
+
+class OkTopk final : public SparseAllreduce {
+public:
+  explicit OkTopk(Params params) : params_(std::move(params)) {}
+
+  std::string name() const override { return "oktopk"; }
+  nlohmann::json params() const override
+  {
+    return {{"repartition_every", params_.repartition_every},
+            {"partition", params_.balanced_partition ? "balanced" : "static"},
+            {"rotation", params_.rotation},
+            {"bucket", params_.bucket},
+            {"messages_per_step", params_.messages_per_step},
+            {"balancing", params_.balancing},
+            {"global_rules", params_.rules.preset}};
+  }
+  ResidualRule residual_rule() const override { return ResidualRule::selected_in_result; }
+  ResultSemantics result_semantics() const override { return ResultSemantics::restricted_sum; }
+  bool reuses_local_threshold() const override { return true; }
+
+  ClosedForm closed_form(const CostInputs& in) const override
+  {
+    const double P = in.ranks;
+    const double element = in.wire.index_bytes + in.wire.value_bytes;
+    ClosedForm cf;
+    cf.bytes_sent_per_rank = 3 * in.k * (P - 1) / P * element;  // 6k(P-1)/P words
+    cf.bytes_recv_per_rank = cf.bytes_sent_per_rank;
+    cf.time = (2 * P + 2 * std::ceil(std::log2(P))) * in.alpha + cf.bytes_sent_per_rank * in.seconds_per_byte;
+    cf.formula = "upper bound, non-re-evaluation iteration: (2P + 2 log P) alpha + 6k(P-1)/P words beta";
+    return cf;
+  }
+
+  std::unique_ptr<SparseRankState> make_rank_state(RankId, int ranks, std::uint64_t n) const override
+  {
+    auto state = std::make_unique<State>();
+    for (int j = 0; j <= ranks; ++j)
+      state->boundaries.push_back(block_begin(n, ranks, j));  // static equal regions until repartitioned
+    return state;
+  }
+
+  SparseVector allreduce(Communicator& comm, const SparseInput& input, SparseRankState* base_state,
+                         SparseReport& report) const override
+  {
+    auto& state = static_cast<State&>(*base_state);
+    const SparseVector& selection = *input.local_selection;
+
+    // Phase 1: balanced space repartition, every tau iterations.
+    if (params_.balanced_partition && input.iteration % params_.repartition_every == 0) {
+      auto scope = comm.phase("repartition");
+      state.boundaries = balanced_boundaries(comm, selection, input.n);
+    }
+
+    // Phase 2: split and reduce; rank r ends with its reduced region R_r.
+    const SparseVector reduced = split_and_reduce(comm, selection, state.boundaries);
+
+    // Phase 3: global selection and allgather.
+    SparseVector result;
+    if (input.exact_selection || !state.have_global_threshold) {
+      report.reevaluation = true;
+      result = reevaluate(comm, reduced, input.k, state);
+    } else {
+      report.global_threshold = state.global_threshold;
+      result = select_and_allgather(comm, reduced, input.k, state);
+    }
+    report.global_selected = result.size();
+    return result;
+  }
+
+private:
+  // Average over ranks of each rank's P-1 local quantiles (every floor(m/P)-th selected index). A rank with
+  // fewer than P selected entries contributes the static boundaries. Sums are 64-bit (the reference's int32
+  // sum overflows once P*n > 2^31).
+  static std::vector<std::uint64_t> balanced_boundaries(Communicator& comm, const SparseVector& selection,
+                                                        std::uint64_t n)
+  {
+    const int P = comm.size();
+    const std::size_t stride = selection.size() / P;
+    std::vector<std::int64_t> quantiles;
+    for (int j = 1; j < P; ++j)
+      quantiles.push_back(stride > 0 ? selection.indices[j * stride]
+                                     : static_cast<std::int64_t>(block_begin(n, P, j)));
+    const std::vector<std::int64_t> sums = allreduce_sum(comm, quantiles, kRepartitionTag);
+    std::vector<std::uint64_t> boundaries{0};
+    for (int j = 1; j < P; ++j)
+      boundaries.push_back(std::clamp<std::uint64_t>(sums[j - 1] / P, boundaries.back(), n));
+    boundaries.push_back(n);
+    return boundaries;
+  }
+
+  SparseVector split_and_reduce(Communicator& comm, const SparseVector& selection,
+                                const std::vector<std::uint64_t>& boundaries) const
+  {
+    const int P = comm.size();
+    const int r = comm.rank();
+    Gathered<SparseVector> slices(P);
+    for (int j = 0; j < P; ++j)
+      slices[j] = std::make_shared<const SparseVector>(
+          slice(selection, static_cast<Index>(boundaries[j]), static_cast<Index>(boundaries[j + 1])));
+
+    // Count exchange: an alltoall of one integer, in the same step order as the data.
+    std::vector<std::int64_t> announced(P, 0);
+    {
+      auto scope = comm.phase("split_counts");
+      std::vector<Request> requests;
+      std::vector<std::pair<RankId, Request>> receives;
+      for (int step = 1; step < P; ++step) {
+        auto [dest, source] = oktopk_split_step(r, P, step, params_.rotation);
+        requests.push_back(comm.isend(dest, kCountsTag, std::make_shared<const Counts>(Counts{
+                                                            {static_cast<std::int64_t>(slices[dest]->size())}})));
+        receives.emplace_back(source, comm.irecv(source, kCountsTag));
+      }
+      comm.wait_all(requests);
+      for (auto& [source, request] : receives) {
+        comm.wait(request);
+        announced[source] = comm.take<Counts>(request)->values.at(0);
+      }
+    }
+
+    // Split: P-1 steps in waves of `bucket`; each wave's messages fly together. Reductions are free in
+    // simulated time (no compute model yet), so the overlap with the next wave is not modelled.
+    Gathered<SparseVector> parts(P);
+    parts[r] = slices[r];
+    {
+      auto scope = comm.phase("split");
+      for (int first = 1; first < P; first += params_.bucket) {
+        const int last = std::min(P, first + params_.bucket);
+        std::vector<Request> sends;
+        std::vector<std::pair<RankId, std::vector<Request>>> receives;
+        for (int step = first; step < last; ++step) {
+          auto [dest, source] = oktopk_split_step(r, P, step, params_.rotation);
+          const Tag tag = kSplitTag;  // one message (pair) per source: the source alone identifies it
+          std::vector<Request> incoming;
+          if (params_.messages_per_step == 1) {
+            sends.push_back(comm.isend(dest, tag, slices[dest]));
+            incoming.push_back(comm.irecv(source, tag));
+          } else {
+            sends.push_back(comm.isend(dest, tag, std::make_shared<const SliceIndices>(SliceIndices{slices[dest]})));
+            sends.push_back(comm.isend(dest, tag + 1, std::make_shared<const SliceValues>(SliceValues{slices[dest]})));
+            incoming.push_back(comm.irecv(source, tag));
+            incoming.push_back(comm.irecv(source, tag + 1));
+          }
+          receives.emplace_back(source, std::move(incoming));
+        }
+        comm.wait_all(sends);
+        for (auto& [source, incoming] : receives) {
+          comm.wait_all(incoming);
+          parts[source] = params_.messages_per_step == 1 ? comm.take<SparseVector>(incoming[0])
+                                                         : comm.take<SliceIndices>(incoming[0])->slice;
+          if (static_cast<std::int64_t>(parts[source]->size()) != announced[source])
+            throw std::logic_error("oktopk: a region slice differs from its announced count");
+        }
+      }
+    }
+    // Reduce: the owner sums the slices of its region in rank order.
+    std::vector<const SparseVector*> ordered;
+    for (const auto& part : parts)
+      ordered.push_back(part.get());
+    return sum_in_order(ordered);
+  }
+
+  // Re-evaluation: gather every reduced region, take the exact top-k; its k-th magnitude becomes gth.
+  static SparseVector reevaluate(Communicator& comm, const SparseVector& reduced, std::uint64_t k, State& state)
+  {
+    Gathered<SparseVector> regions;
+    {
+      auto scope = comm.phase("reevaluation_allgather");
+      regions = bruck_allgather(comm, std::make_shared<const SparseVector>(reduced), kGatherTag);
+    }
+    SparseVector result = top_k_by_magnitude(concatenate(regions), k);
+    double kth = 0;
+    if (result.size() == k && k > 0) {
+      kth = std::fabs(result.values[0]);
+      for (float v : result.values)
+        kth = std::min(kth, static_cast<double>(std::fabs(v)));
+    }
+    state.global_threshold = kth;
+    state.have_global_threshold = true;
+    return result;
+  }
+
+  SparseVector select_and_allgather(Communicator& comm, const SparseVector& reduced, std::uint64_t k,
+                                    State& state) const
+  {
+    const int P = comm.size();
+    // G_r: the reduced entries above the global threshold.
+    auto global = std::make_shared<SparseVector>();
+    for (std::size_t e = 0; e < reduced.size(); ++e)
+      if (std::fabs(reduced.values[e]) > state.global_threshold) {
+        global->indices.push_back(reduced.indices[e]);
+        global->values.push_back(reduced.values[e]);
+      }
+
+    // Every rank learns every |G_q|; gth is corrected for the next iteration when the total leaves the window.
+    std::vector<std::int64_t> counts(P);
+    {
+      auto scope = comm.phase("global_counts");
+      auto gathered = bruck_allgather(
+          comm, std::make_shared<const Counts>(Counts{{static_cast<std::int64_t>(global->size())}}), kGlobalCountsTag);
+      for (int q = 0; q < P; ++q)
+        counts[q] = gathered[q]->values.at(0);
+    }
+    const double total = static_cast<double>(std::accumulate(counts.begin(), counts.end(), std::int64_t{0}));
+    if (total < params_.rules.low * k)
+      state.global_threshold /= params_.rules.down;
+    else if (total > params_.rules.high * k)
+      state.global_threshold *= params_.rules.up;
+
+    if (!params_.balancing) {
+      auto scope = comm.phase("allgatherv");
+      return concatenate(bruck_allgather(comm, std::shared_ptr<const SparseVector>(global), kAllgathervTag));
+    }
+    std::shared_ptr<const SparseVector> block = balance(comm, *global, counts);
+    auto scope = comm.phase("allgatherv");
+    return concatenate(bruck_allgather(comm, block, kAllgathervTag));
+  }
+
+  // Data balancing: the concatenation of all G_q (in rank order) is cut into P blocks of floor(T/P) or
+  // ceil(T/P) elements (the first T mod P get one more); each rank sends the pieces of its G_r that fall in
+  // block b to rank b and assembles its own block from the pieces it receives, in rank order.
+  static std::shared_ptr<const SparseVector> balance(Communicator& comm, const SparseVector& global,
+                                                     const std::vector<std::int64_t>& counts)
+  {
+    const int P = comm.size();
+    const int r = comm.rank();
+    std::vector<std::int64_t> offset(P + 1, 0);  // G_q occupies [offset[q], offset[q+1])
+    for (int q = 0; q < P; ++q)
+      offset[q + 1] = offset[q] + counts[q];
+    const std::int64_t total = offset[P];
+    auto block_start = [&](int b) { return b * (total / P) + std::min<std::int64_t>(b, total % P); };
+    auto overlap = [&](int q, int b) {
+      return std::pair{std::max(offset[q], block_start(b)), std::min(offset[q + 1], block_start(b + 1))};
+    };
+
+    auto scope = comm.phase("balance");
+    std::vector<Request> sends;
+    std::vector<std::pair<int, Request>> receives;
+    Gathered<SparseVector> pieces(P);
+    for (int b = 0; b < P; ++b) {
+      auto [from, to] = overlap(r, b);
+      if (from >= to)
+        continue;
+      auto piece = std::make_shared<const SparseVector>(positions(global, from - offset[r], to - offset[r]));
+      if (b == r)
+        pieces[r] = piece;
+      else
+        sends.push_back(comm.isend(b, kBalanceTag, piece));
+    }
+    for (int q = 0; q < P; ++q) {
+      auto [from, to] = overlap(q, r);
+      if (q != r && from < to)
+        receives.emplace_back(q, comm.irecv(q, kBalanceTag));
+    }
+    comm.wait_all(sends);
+    for (auto& [q, request] : receives) {
+      comm.wait(request);
+      pieces[q] = comm.take<SparseVector>(request);
+    }
+    Gathered<SparseVector> present;
+    for (const auto& piece : pieces)
+      if (piece)
+        present.push_back(piece);
+    return std::make_shared<const SparseVector>(concatenate(present));
+  }
+
+  Params params_;
+};
+
+}  // namespace
+
+SplitStep oktopk_split_step(RankId r, int ranks, int step, bool rotation)
+{
+  if (rotation)
+    return {(r + step) % ranks, (r - step + ranks) % ranks};
+  // Ablation: every rank walks the destinations in rank order (region 0 first), skipping itself.
+  const RankId peer = step - 1 < r ? step - 1 : step;
+  return {peer, peer};
+}
+
+std::unique_ptr<Algorithm> make_oktopk(JsonReader& reader)
+{
+  Params p;
+  p.repartition_every = static_cast<int>(reader.get_int("repartition_every", 64, 1, 1'000'000));
+  p.balanced_partition = reader.get_enum("partition", {"balanced", "static"}, "balanced") == "balanced";
+  p.rotation = reader.get_bool("rotation", true);
+  p.bucket = static_cast<int>(reader.get_int("bucket", 4, 1, 1 << 20));
+  p.messages_per_step = static_cast<int>(reader.get_int("messages_per_step", 1, 1, 2));
+  p.balancing = reader.get_bool("balancing", true);
+  p.rules = global_rules(reader.get_enum("global_rules", {"vgg", "lstm", "bert"}, "vgg"));
+  return std::make_unique<OkTopk>(std::move(p));
+}
+
+}  // namespace sparsim

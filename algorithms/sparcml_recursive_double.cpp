@@ -1,0 +1,131 @@
+// SparCML's SSAR_Recursive_double (Renggli, Ashkboos, Aghagolzadeh, Alistarh and Hoefler, "SparCML:
+// High-Performance Sparse Communication for Machine Learning", SC 2019): a sparse allreduce by recursive
+// doubling. Every rank starts from its exact local top-k; in round i it exchanges its whole current sparse
+// vector with the rank at distance 2^i and both keep the sum. The vector fills in: with disjoint selections
+// it holds min(2^(i+1) k, n) elements after round i. The result is the union sum of all selections
+// (no re-selection), so every rank removes all it selected from its residual.
+//
+// Bitwise identical results: both partners of a round hold the same two vectors and sum them in the same
+// order, the lower virtual rank's vector first (merge_sum(lower, upper)), so they compute the same bits and,
+// by induction, every rank ends with the same vector. (Each index is a sum of two floats per round, and IEEE
+// addition is commutative, so the fixed order makes the reduction tree explicit rather than being needed.)
+//
+// Any P: as the paper's MPI setting and algorithms/power_of_two.hpp do for dense vectors, with p2 the largest
+// power of two <= P and rem = P - p2, rank 2i (i < rem) first hands its selection to rank 2i+1, which sums
+// merge_sum(S_2i, S_2i+1) ("fold"); the p2 remaining ranks run the rounds; afterwards rank 2i+1 hands the
+// result back ("unfold"). That costs one message of k elements and one of |U| elements more.
+#include "algorithms/algorithm.hpp"
+#include "algorithms/power_of_two.hpp"
+#include "sim/sparse_ops.hpp"
+
+#include <algorithm>
+
+namespace sparsim {
+namespace {
+
+constexpr Tag kFoldTag = 1000;
+constexpr Tag kUnfoldTag = 1001;
+
+class SparcmlRecursiveDouble final : public SparseAllreduce {
+public:
+  std::string name() const override { return "sparcml_ssar_recursive_double"; }
+  nlohmann::json params() const override { return nlohmann::json::object(); }
+  ResidualRule residual_rule() const override { return ResidualRule::all_selected; }
+  ResultSemantics result_semantics() const override { return ResultSemantics::union_sum; }
+
+  // Worst-case fill-in: the selections are assumed disjoint, so a vector standing for m real ranks holds
+  // min(m k, n) elements. Under that assumption the figures are exact on a contention-free network: the
+  // group of virtual rank 0 (which holds the folded ranks first) is the largest in every round, so its
+  // chain of exchanges is the critical path.
+  ClosedForm closed_form(const CostInputs& in) const override
+  {
+    const PowerOfTwoFold fold(in.ranks);
+    const double e = in.wire.index_bytes + in.wire.value_bytes;
+    // Elements of a vector standing for `members` real ranks.
+    auto filled = [&](int members) {
+      return std::min(static_cast<double>(members) * static_cast<double>(in.k), static_cast<double>(in.n));
+    };
+    // Real ranks behind the virtual ranks [first, first + count).
+    auto members = [&](int first, int count) {
+      const int doubled = std::clamp(fold.rem() - first, 0, count);  // virtual ranks holding a folded pair
+      return count + doubled;
+    };
+
+    ClosedForm cf;
+    std::vector<double> sent(in.ranks, 0);
+    std::vector<double> received(in.ranks, 0);
+    for (int r = 0; r < 2 * fold.rem(); r += 2) {
+      sent[r] += filled(1) * e + filled(in.ranks) * e;  // fold out, unfold back in
+      received[r] += filled(in.ranks) * e;
+      sent[r + 1] += filled(in.ranks) * e;
+      received[r + 1] += filled(1) * e;
+    }
+    if (fold.rem() > 0)
+      cf.time += 2 * in.alpha + (filled(1) + filled(in.ranks)) * e * in.seconds_per_byte;
+    for (int distance = 1; distance < fold.p2(); distance *= 2) {
+      for (int vr = 0; vr < fold.p2(); ++vr) {
+        const int own_group = vr / distance * distance;
+        const int partner_group = (vr ^ distance) / distance * distance;
+        sent[fold.real_rank(vr)] += filled(members(own_group, distance)) * e;
+        received[fold.real_rank(vr)] += filled(members(partner_group, distance)) * e;
+      }
+      cf.time += in.alpha + filled(members(0, distance)) * e * in.seconds_per_byte;
+    }
+    cf.bytes_sent_per_rank = *std::max_element(sent.begin(), sent.end());
+    cf.bytes_recv_per_rank = *std::max_element(received.begin(), received.end());
+    cf.formula = "sum over log2(p2) rounds i of (alpha + min(2^i k, n) e beta), disjoint selections (worst-case "
+                 "fill-in); when P is not a power of two, 2 alpha + (k + min(Pk, n)) e beta to fold and unfold "
+                 "and rounds carry the folded pairs";
+    return cf;
+  }
+
+  SparseVector allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
+                         SparseReport&) const override
+  {
+    const PowerOfTwoFold fold(comm.size());
+    const RankId r = comm.rank();
+    auto current = std::make_shared<const SparseVector>(*input.local_selection);
+
+    // Fold: the even rank of each of the first rem pairs hands its selection to its odd neighbour.
+    if (r < 2 * fold.rem()) {
+      auto scope = comm.phase("fold");
+      if (r % 2 == 0)
+        comm.send(r + 1, kFoldTag, current);
+      else
+        current = std::make_shared<const SparseVector>(merge_sum(*comm.recv<SparseVector>(r - 1, kFoldTag), *current));
+    }
+
+    // Recursive doubling: in round i swap the whole sparse vector with the virtual rank at distance 2^i and
+    // sum, the lower virtual rank's vector first.
+    const int vr = fold.virtual_rank(r);
+    if (vr >= 0) {
+      auto scope = comm.phase("exchange");
+      for (int distance = 1, round = 0; distance < fold.p2(); distance *= 2, ++round) {
+        const RankId partner = fold.real_rank(vr ^ distance);
+        auto incoming = comm.sendrecv(partner, current, partner, round);
+        const bool lower = (vr & distance) == 0;
+        current = std::make_shared<const SparseVector>(lower ? merge_sum(*current, *incoming)
+                                                             : merge_sum(*incoming, *current));
+      }
+    }
+
+    // Unfold: the odd rank hands the result back to its even neighbour.
+    if (r < 2 * fold.rem()) {
+      auto scope = comm.phase("unfold");
+      if (r % 2 == 1)
+        comm.send(r - 1, kUnfoldTag, current);
+      else
+        current = comm.recv<SparseVector>(r + 1, kUnfoldTag);
+    }
+    return *current;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> make_sparcml_ssar_recursive_double(JsonReader&)
+{
+  return std::make_unique<SparcmlRecursiveDouble>();
+}
+
+}  // namespace sparsim

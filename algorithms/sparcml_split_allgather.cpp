@@ -1,0 +1,293 @@
+// SparCML's split-allgather sparse allreduces (Renggli, Ashkboos, Aghagolzadeh, Alistarh and Hoefler,
+// "SparCML: High-Performance Sparse Communication for Machine Learning", SC 2019), two registry entries:
+// - SSAR_Split_allgather ("sparcml_ssar_split_allgather"): [0, n) is cut into P static near-equal regions
+//   (block_begin), region j owned by rank j. A sparse reduce-scatter sends each region's slice of the local
+//   top-k straight to its owner, which sums what it got; an allgather then hands every rank all the reduced
+//   regions, sparse.
+// - DSAR_Split_allgather ("sparcml_dsar_split_allgather"): the same, but a reduced region travels dense
+//   (length * value_bytes) once its sparse encoding would cost more (nnz * (index_bytes + value_bytes) >
+//   length * value_bytes: the paper's break-even density delta = value_bytes / (index_bytes + value_bytes)).
+//   Parameter "switch": "per_region" (default, the paper's per-region decision) or "global": the behaviour of
+//   the Ok-Topk reference code's TopkDSA (Shigangli/Ok-Topk, LSTM/allreducer.py, branch "topkSA"), which
+//   allgathers the reduced regions' counts first and carries every region dense when
+//   2 * (union nnz) >= floor(2n/3) (the union reaching n/3), every region sparse otherwise. (The reference
+//   counts the nonzero reduced values; here the union's entries are counted, exact zero sums included.)
+// The result U is the union sum of all selections (no re-selection): U holds exactly the indices some rank
+// selected. A dense region's values at indices nobody selected are 0 and are not part of U.
+//
+// Phases, as in the paper:
+// 1. "reduce_scatter": at step s = 1..P-1 rank r sends its slice of region (r+s) mod P to that region's owner
+//    and receives from (r-s) mod P (each step is a permutation: no incast); all P-1 sends and receives are
+//    posted at once, empty slices included, then waited (so in the simulation the rotation only fixes the
+//    posting order: the messages share each rank's link whatever the order). The owner sums the P slices in
+//    rank order.
+// 2. "count_allgather" (switch "global" only): allgather of each region's nnz, one 4-byte integer per rank.
+// 3. "allgather": Bruck's allgather (ceil(log2 P) steps, any P) of the reduced regions.
+//
+// Cost with selections disjoint and spread evenly over the regions (each rank puts k/P in each region, so a
+// reduced region holds u = min(Pk, n)/P elements): reduce-scatter k(P-1)/P e bytes each way, allgather
+// (P-1) b with b = u e (sparse) or (n/P) w (dense). The paper's bound for the whole: (P + 2 log P) alpha and
+// between 4k(P-1)/P and 2k(P-1)/P + n(P-1)/P words.
+#include "algorithms/algorithm.hpp"
+#include "sim/sparse_ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sparsim {
+namespace {
+
+constexpr Tag kReduceScatterTag = 100;
+constexpr Tag kCountTags = 200;      // + Bruck step
+constexpr Tag kAllgatherTags = 300;  // + Bruck step
+
+// How reduced regions travel in the allgather.
+enum class Encoding {
+  sparse,      // SSAR: always (index, value) pairs
+  per_region,  // DSAR: each region dense when that is cheaper
+  global,      // DSAR as the reference's TopkDSA: all regions dense once the union reaches n/3
+};
+
+// One owner's reduced region as it travels in the allgather: sparse pairs, or a dense block of `length`
+// values. A dense block does not say which of its entries some rank selected, yet U must hold exactly the
+// selected indices (zeros included); `support` carries them as simulator bookkeeping, not on the wire (in
+// SparCML the dense result is simply added to the model, where the unselected zeros change nothing).
+struct ReducedRegion {
+  Index begin = 0;
+  Index length = 0;
+  bool dense = false;
+  SparseVector sparse;          // !dense: the reduced pairs
+  std::vector<float> values;    // dense: `length` values, 0 where nobody selected
+  std::vector<Index> support;   // dense: the indices that some rank selected (not on the wire)
+};
+
+Bytes wire_bytes(const ReducedRegion& region, const WireFormat& wire)
+{
+  if (region.dense)
+    return static_cast<Bytes>(region.length) * static_cast<Bytes>(wire.value_bytes);
+  return wire_bytes(region.sparse, wire);
+}
+
+// Several ranks' parts in one Bruck step; only the parts are charged on the wire.
+template <class Part> struct Bundle {
+  std::vector<RankId> owners;
+  std::vector<std::shared_ptr<const Part>> parts;
+};
+
+template <class Part> Bytes wire_bytes(const Bundle<Part>& bundle, const WireFormat& wire)
+{
+  Bytes bytes = 0;
+  for (const auto& part : bundle.parts)
+    bytes += wire_bytes(*part, wire);
+  return bytes;
+}
+
+// Bruck's allgather: in step j rank r sends the parts of ranks r, r+1, ..., r+c-1 (c = min(2^j, P - 2^j),
+// all mod P) to rank r - 2^j and receives those of r + 2^j, ... from rank r + 2^j. gathered[r] must hold
+// this rank's part; afterwards gathered[q] holds rank q's.
+template <class Part>
+void bruck_allgather(Communicator& comm, std::vector<std::shared_ptr<const Part>>& gathered, Tag first_tag)
+{
+  const int P = comm.size();
+  const int r = comm.rank();
+  for (int distance = 1, step = 0; distance < P; distance *= 2, ++step) {
+    auto bundle = std::make_shared<Bundle<Part>>();
+    for (int i = 0; i < std::min(distance, P - distance); ++i) {
+      const int owner = (r + i) % P;
+      bundle->owners.push_back(owner);
+      bundle->parts.push_back(gathered[owner]);
+    }
+    auto incoming = comm.sendrecv((r - distance + P) % P, std::shared_ptr<const Bundle<Part>>(bundle),
+                                  (r + distance) % P, first_tag + step);
+    for (std::size_t i = 0; i < incoming->owners.size(); ++i)
+      gathered[incoming->owners[i]] = incoming->parts[i];
+  }
+}
+
+// The reference TopkDSA's global switch: its allgatherv carries 2 words per pair and goes dense unless
+// 2 * union_nnz < floor(2n / 3).
+bool union_goes_dense(std::uint64_t union_nnz, std::uint64_t n) { return 2 * union_nnz >= 2 * n / 3; }
+
+// The paper's per-region switch: dense when the sparse encoding would cost more bytes (a tie stays sparse).
+bool region_goes_dense(std::uint64_t nnz, std::uint64_t length, const WireFormat& wire)
+{
+  return nnz * static_cast<std::uint64_t>(wire.index_bytes + wire.value_bytes) >
+         length * static_cast<std::uint64_t>(wire.value_bytes);
+}
+
+ReducedRegion make_region(Index begin, Index length, SparseVector reduced, bool dense)
+{
+  ReducedRegion region;
+  region.begin = begin;
+  region.length = length;
+  region.dense = dense;
+  if (!dense) {
+    region.sparse = std::move(reduced);
+    return region;
+  }
+  region.values.assign(length, 0.0f);
+  for (std::size_t e = 0; e < reduced.size(); ++e)
+    region.values[reduced.indices[e] - begin] = reduced.values[e];
+  region.support = std::move(reduced.indices);
+  return region;
+}
+
+// Appends a region's part of U (its selected indices, in index order) to `out`.
+void append_region(const ReducedRegion& region, SparseVector& out)
+{
+  if (!region.dense) {
+    out.indices.insert(out.indices.end(), region.sparse.indices.begin(), region.sparse.indices.end());
+    out.values.insert(out.values.end(), region.sparse.values.begin(), region.sparse.values.end());
+    return;
+  }
+  for (Index i : region.support) {
+    out.indices.push_back(i);
+    out.values.push_back(region.values[i - region.begin]);
+  }
+}
+
+class SparcmlSplitAllgather final : public SparseAllreduce {
+public:
+  explicit SparcmlSplitAllgather(Encoding encoding) : encoding_(encoding) {}
+
+  std::string name() const override
+  {
+    return encoding_ == Encoding::sparse ? "sparcml_ssar_split_allgather" : "sparcml_dsar_split_allgather";
+  }
+  nlohmann::json params() const override
+  {
+    if (encoding_ == Encoding::sparse)
+      return nlohmann::json::object();
+    return {{"switch", encoding_ == Encoding::per_region ? "per_region" : "global"}};
+  }
+  ResidualRule residual_rule() const override { return ResidualRule::all_selected; }
+  ResultSemantics result_semantics() const override { return ResultSemantics::union_sum; }
+
+  // Exact on a contention-free network for selections disjoint and spread evenly over equal regions
+  // (n divisible by P, k/P per region per rank). The reduce-scatter posts its P-1 messages at once: their
+  // latencies overlap and their bytes share the rank's link.
+  ClosedForm closed_form(const CostInputs& in) const override
+  {
+    ClosedForm cf;
+    const double P = in.ranks;
+    if (in.ranks == 1) {
+      cf.formula = "0 (one rank)";
+      return cf;
+    }
+    const double e = in.wire.index_bytes + in.wire.value_bytes;
+    const double w = in.wire.value_bytes;
+    const double steps = std::ceil(std::log2(P));
+    const std::uint64_t union_nnz = std::min<std::uint64_t>(in.ranks * in.k, in.n);
+    const double region_nnz = static_cast<double>(union_nnz) / P;
+    const double region_length = static_cast<double>(in.n) / P;
+    bool dense = false;
+    if (encoding_ == Encoding::per_region)
+      dense = region_nnz * e > region_length * w;
+    else if (encoding_ == Encoding::global)
+      dense = union_goes_dense(union_nnz, in.n);
+    const double region_bytes = dense ? region_length * w : region_nnz * e;
+
+    const double scatter_bytes = static_cast<double>(in.k) * (P - 1) / P * e;
+    const double gather_bytes = (P - 1) * region_bytes;
+    const double count_bytes = encoding_ == Encoding::global ? (P - 1) * 4 : 0;
+    cf.bytes_sent_per_rank = scatter_bytes + count_bytes + gather_bytes;
+    cf.bytes_recv_per_rank = cf.bytes_sent_per_rank;
+    cf.time = in.alpha + scatter_bytes * in.seconds_per_byte + steps * in.alpha + gather_bytes * in.seconds_per_byte;
+    if (encoding_ == Encoding::global)
+      cf.time += steps * in.alpha + count_bytes * in.seconds_per_byte;
+
+    std::string gather = "u e";
+    if (encoding_ == Encoding::per_region)
+      gather = "(u e > (n/P) w ? (n/P) w : u e)";
+    else if (encoding_ == Encoding::global)
+      gather = "(2 min(Pk, n) >= floor(2n/3) ? (n/P) w : u e)";
+    cf.formula = "alpha + k(P-1)/P e beta + ceil(log2 P) alpha + (P-1) " + gather + " beta" +
+                 (encoding_ == Encoding::global ? " + ceil(log2 P) alpha + 4(P-1) beta (counts)" : "") +
+                 ", u = min(Pk, n)/P; assumes disjoint selections spread evenly over the P regions "
+                 "(paper: (P + 2 log P) alpha, 4k(P-1)/P to 2k(P-1)/P + n(P-1)/P words)";
+    return cf;
+  }
+
+  SparseVector allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
+                         SparseReport&) const override
+  {
+    const int P = comm.size();
+    const RankId r = comm.rank();
+    const SparseVector& selection = *input.local_selection;
+    auto region_begin = [&](int j) { return static_cast<Index>(block_begin(input.n, P, j)); };
+
+    // Phase 1, sparse reduce-scatter: each region's slice goes straight to its owner, destinations rotated
+    // so that every step is a permutation; the owner sums the slices in rank order.
+    std::vector<std::shared_ptr<const SparseVector>> slices(P);
+    {
+      auto scope = comm.phase("reduce_scatter");
+      std::vector<Request> sends;
+      std::vector<Request> receives;  // receives[s - 1] is step s's, from rank (r - s) mod P
+      for (int s = 1; s < P; ++s) {
+        const int dest = (r + s) % P;
+        sends.push_back(comm.isend(
+            dest, kReduceScatterTag,
+            std::make_shared<const SparseVector>(slice(selection, region_begin(dest), region_begin(dest + 1)))));
+        receives.push_back(comm.irecv((r - s + P) % P, kReduceScatterTag));
+      }
+      comm.wait_all(sends);
+      comm.wait_all(receives);
+      for (int s = 1; s < P; ++s)
+        slices[(r - s + P) % P] = comm.take<SparseVector>(receives[s - 1]);
+    }
+    slices[r] = std::make_shared<const SparseVector>(slice(selection, region_begin(r), region_begin(r + 1)));
+    std::vector<const SparseVector*> parts;
+    for (const auto& part : slices)
+      parts.push_back(part.get());
+    SparseVector reduced = sum_in_order(parts);
+
+    // Phase 2 (global switch only): every rank learns the union's size, as the reference's allgather of
+    // counts before its allgatherv.
+    bool dense = false;
+    if (encoding_ == Encoding::global) {
+      auto scope = comm.phase("count_allgather");
+      std::vector<std::shared_ptr<const Counts>> counts(P);
+      counts[r] = std::make_shared<const Counts>(Counts{{static_cast<std::int64_t>(reduced.size())}});
+      bruck_allgather(comm, counts, kCountTags);
+      std::uint64_t union_nnz = 0;
+      for (const auto& c : counts)
+        union_nnz += static_cast<std::uint64_t>(c->values[0]);
+      dense = union_goes_dense(union_nnz, input.n);
+    } else if (encoding_ == Encoding::per_region) {
+      dense = region_goes_dense(reduced.size(), region_begin(r + 1) - region_begin(r), comm.wire());
+    }
+
+    // Phase 3, allgather of the reduced regions (Bruck), sparse or dense as decided above.
+    std::vector<std::shared_ptr<const ReducedRegion>> regions(P);
+    regions[r] = std::make_shared<const ReducedRegion>(
+        make_region(region_begin(r), region_begin(r + 1) - region_begin(r), std::move(reduced), dense));
+    {
+      auto scope = comm.phase("allgather");
+      bruck_allgather(comm, regions, kAllgatherTags);
+    }
+
+    // U: the regions in index order, each reduced once by its owner, so all ranks hold the same bits.
+    SparseVector result;
+    for (const auto& region : regions)
+      append_region(*region, result);
+    return result;
+  }
+
+private:
+  Encoding encoding_;
+};
+
+}  // namespace
+
+std::unique_ptr<Algorithm> make_sparcml_ssar_split_allgather(JsonReader&)
+{
+  return std::make_unique<SparcmlSplitAllgather>(Encoding::sparse);
+}
+
+std::unique_ptr<Algorithm> make_sparcml_dsar_split_allgather(JsonReader& params)
+{
+  const std::string rule = params.get_enum("switch", {"per_region", "global"}, "per_region");
+  return std::make_unique<SparcmlSplitAllgather>(rule == "global" ? Encoding::global : Encoding::per_region);
+}
+
+}  // namespace sparsim

@@ -1,0 +1,113 @@
+// Runs a sparse allreduce in this process on a contention-free star, with given local selections, and
+// returns what every rank got. SimGrid's engine can be created once per process: call run_sparse at most
+// once per TEST (ctest runs each TEST, and each TEST_P instance, in its own process).
+#pragma once
+
+#include "algorithms/registry.hpp"
+#include "sim/comm.hpp"
+#include "sim/sparse.hpp"
+
+#include <simgrid/s4u.hpp>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace sparsim::testing {
+
+constexpr double kStarLatency = 1e-6;   // per link: a route crosses two
+constexpr double kStarBandwidth = 1e9;  // bytes per second
+
+struct RankOutcome {
+  SparseVector result;
+  SparseReport report;
+  PhaseStats total;                 // all phases of the iteration summed
+  std::vector<PhaseStats> phases;   // by phase id (names in SparseRun::phase_names)
+  double time = 0;                  // simulated time of the call on this rank
+};
+
+struct SparseRun {
+  std::vector<std::vector<RankOutcome>> iterations;  // [iteration][rank]
+  std::vector<std::string> phase_names;
+  PhaseStats phase(int iteration, int rank, const std::string& name) const
+  {
+    for (std::size_t id = 0; id < phase_names.size(); ++id)
+      if (phase_names[id] == name && id < iterations[iteration][rank].phases.size())
+        return iterations[iteration][rank].phases[id];
+    return {};
+  }
+};
+
+// Creates an algorithm from its config object, e.g. {"name": "topka", "allgather": "ring"}.
+inline std::unique_ptr<SparseAllreduce> make_sparse_algorithm(const nlohmann::json& spec)
+{
+  auto algorithm = parse_algorithm(JsonReader(spec, "algorithm"));
+  auto* sparse = dynamic_cast<SparseAllreduce*>(algorithm.get());
+  if (!sparse)
+    throw std::logic_error("not a sparse algorithm: " + spec.dump());
+  algorithm.release();
+  return std::unique_ptr<SparseAllreduce>(sparse);
+}
+
+// selections[it][r] is rank r's local selection in iteration it. All ranks start each iteration together.
+// `exact_every` marks iterations whose selection counts as an exact re-evaluation (it % exact_every == 0).
+inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<std::vector<SparseVector>>& selections,
+                            std::uint64_t n, std::uint64_t k, WireFormat wire = {}, int exact_every = 1)
+{
+  namespace sg4 = simgrid::s4u;
+  const int P = static_cast<int>(selections.at(0).size());
+  std::vector<std::string> args{"harness", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
+                                "--log=root.thresh:warning", "--log=xbt_cfg.thresh:warning"};
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  int argc = static_cast<int>(argv.size());
+  static sg4::Engine engine(&argc, argv.data());
+  auto* zone = sg4::create_star_zone("star");
+  std::vector<sg4::Host*> hosts;
+  for (int i = 0; i < P; ++i) {
+    auto* host = zone->create_host("h" + std::to_string(i), 1e9);
+    auto* link = zone->create_split_duplex_link("l" + std::to_string(i), kStarBandwidth)->set_latency(kStarLatency);
+    zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr, {{link, sg4::LinkInRoute::Direction::UP}}, true);
+    hosts.push_back(host);
+  }
+  zone->seal();
+
+  World world(hosts, wire);
+  SparseRun run;
+  int finished = 0;
+  run.iterations.assign(selections.size(), std::vector<RankOutcome>(P));
+  for (int r = 0; r < P; ++r) {
+    sg4::Actor::create("rank" + std::to_string(r), hosts[r], [&, r] {
+      Communicator comm(world, r);
+      auto state = algorithm.make_rank_state(r, P, n);
+      for (std::size_t it = 0; it < selections.size(); ++it) {
+        world.align_ranks();
+        comm.restart_phase_clock();
+        const double start = sg4::Engine::get_clock();
+        RankOutcome& out = run.iterations[it][r];
+        const SparseInput input{static_cast<int>(it), n, k, &selections[it][r],
+                                static_cast<int>(it) % exact_every == 0};
+        out.result = algorithm.allreduce(comm, input, state.get(), out.report);
+        comm.flush_phase_time();
+        out.time = sg4::Engine::get_clock() - start;
+        out.phases = world.take_stats(r);
+        for (const auto& p : out.phases) {
+          out.total.msgs_sent += p.msgs_sent;
+          out.total.msgs_recv += p.msgs_recv;
+          out.total.bytes_sent += p.bytes_sent;
+          out.total.bytes_recv += p.bytes_recv;
+        }
+      }
+      ++finished;
+    });
+  }
+  engine.run();
+  if (finished != P)
+    throw std::runtime_error("deadlock: " + std::to_string(P - finished) + " ranks never finished");
+  run.phase_names = world.phase_names();
+  return run;
+}
+
+}  // namespace sparsim::testing
