@@ -52,7 +52,7 @@ struct SparseInput {
   std::uint64_t n = 0;                          // gradient length
   std::uint64_t k = 0;                          // floor(density * n)
   const SparseVector* local_selection = nullptr;  // this rank's selection from its accumulated gradient
-  bool exact_selection = true;  // the selection was an exact top-k (a threshold re-evaluation iteration)
+  bool reevaluation = true;  // a threshold re-evaluation iteration (every tau' = selection.reevaluate_every)
 };
 
 // Facts of one iteration on one rank, reported beside the traffic (results.csv).

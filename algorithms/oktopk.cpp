@@ -15,7 +15,8 @@
 //
 // Paper model by default; the reference code's behaviours as options: "balancing": false (its VGG/LSTM code
 // allgathered the unbalanced G's), "messages_per_step": 2 (indices and values sent apart), "rotation":
-// false and "partition": "static" (the paper's ablations), "bucket" (its throttle, 4).
+// false and "partition": "static" (the paper's ablations), "bucket" (its throttle, 4), "quantiles":
+// "reference_stride" (its every-floor(m/P)-th-index quantiles).
 //
 // Cost (paper, per rank, non-re-evaluation iteration, words of 4 bytes): split (P-1) alpha + 2k(P-1)/P beta;
 // balance and allgatherv <= (P + 2 log P) alpha + 4k(P-1)/P beta; total <= (2P + 2 log P) alpha + 6k(P-1)/P beta.
@@ -59,6 +60,7 @@ GlobalRules global_rules(const std::string& preset)
 struct Params {
   int repartition_every = 64;  // tau
   bool balanced_partition = true;
+  bool reference_quantiles = false;  // every floor(m/P)-th index (the reference code) instead of floor(j*m/P)
   bool rotation = true;
   int bucket = 4;  // steps per wave
   int messages_per_step = 1;
@@ -111,6 +113,7 @@ public:
   {
     return {{"repartition_every", params_.repartition_every},
             {"partition", params_.balanced_partition ? "balanced" : "static"},
+            {"quantiles", params_.reference_quantiles ? "reference_stride" : "exact"},
             {"rotation", params_.rotation},
             {"bucket", params_.bucket},
             {"messages_per_step", params_.messages_per_step},
@@ -150,7 +153,7 @@ public:
     // Phase 1: balanced space repartition, every tau iterations.
     if (params_.balanced_partition && input.iteration % params_.repartition_every == 0) {
       auto scope = comm.phase("repartition");
-      state.boundaries = balanced_boundaries(comm, selection, input.n);
+      state.boundaries = balanced_boundaries(comm, selection, input.n, params_.reference_quantiles);
     }
 
     // Phase 2: split and reduce; rank r ends with its reduced region R_r.
@@ -158,7 +161,7 @@ public:
 
     // Phase 3: global selection and allgather.
     SparseVector result;
-    if (input.exact_selection || !state.have_global_threshold) {
+    if (input.reevaluation || !state.have_global_threshold) {
       report.reevaluation = true;
       result = reevaluate(comm, reduced, input.k, state);
     } else {
@@ -170,18 +173,22 @@ public:
   }
 
 private:
-  // Average over ranks of each rank's P-1 local quantiles (every floor(m/P)-th selected index). A rank with
+  // Average over ranks of each rank's P-1 local quantiles of its selected indices. Quantile j is the
+  // selected index at position floor(j*m/P) (the paper), or at j*floor(m/P) (the reference code: when m/P is
+  // small the last region keeps up to m - (P-1)floor(m/P) of every rank's entries, a hot spot). A rank with
   // fewer than P selected entries contributes the static boundaries. Sums are 64-bit (the reference's int32
   // sum overflows once P*n > 2^31).
   static std::vector<std::uint64_t> balanced_boundaries(Communicator& comm, const SparseVector& selection,
-                                                        std::uint64_t n)
+                                                        std::uint64_t n, bool reference_quantiles)
   {
     const int P = comm.size();
-    const std::size_t stride = selection.size() / P;
+    const std::size_t m = selection.size();
     std::vector<std::int64_t> quantiles;
-    for (int j = 1; j < P; ++j)
-      quantiles.push_back(stride > 0 ? selection.indices[j * stride]
-                                     : static_cast<std::int64_t>(block_begin(n, P, j)));
+    for (int j = 1; j < P; ++j) {
+      const std::size_t position = reference_quantiles ? j * (m / P) : j * m / P;
+      quantiles.push_back(m >= static_cast<std::size_t>(P) ? selection.indices[position]
+                                                           : static_cast<std::int64_t>(block_begin(n, P, j)));
+    }
     const std::vector<std::int64_t> sums = allreduce_sum(comm, quantiles, kRepartitionTag);
     std::vector<std::uint64_t> boundaries{0};
     for (int j = 1; j < P; ++j)
@@ -200,22 +207,25 @@ private:
       slices[j] = std::make_shared<const SparseVector>(
           slice(selection, static_cast<Index>(boundaries[j]), static_cast<Index>(boundaries[j + 1])));
 
-    // Count exchange: an alltoall of one integer, in the same step order as the data.
+    // Count exchange: an alltoall of one integer, in the same steps and waves as the data (posting all P-1
+    // at once would also be slow to simulate: SimGrid's cost per event grows with the flows in flight).
     std::vector<std::int64_t> announced(P, 0);
     {
       auto scope = comm.phase("split_counts");
-      std::vector<Request> requests;
-      std::vector<std::pair<RankId, Request>> receives;
-      for (int step = 1; step < P; ++step) {
-        auto [dest, source] = oktopk_split_step(r, P, step, params_.rotation);
-        requests.push_back(comm.isend(dest, kCountsTag, std::make_shared<const Counts>(Counts{
-                                                            {static_cast<std::int64_t>(slices[dest]->size())}})));
-        receives.emplace_back(source, comm.irecv(source, kCountsTag));
-      }
-      comm.wait_all(requests);
-      for (auto& [source, request] : receives) {
-        comm.wait(request);
-        announced[source] = comm.take<Counts>(request)->values.at(0);
+      for (int first = 1; first < P; first += params_.bucket) {
+        std::vector<Request> sends;
+        std::vector<std::pair<RankId, Request>> receives;
+        for (int step = first; step < std::min(P, first + params_.bucket); ++step) {
+          auto [dest, source] = oktopk_split_step(r, P, step, params_.rotation);
+          const auto count = static_cast<std::int64_t>(slices[dest]->size());
+          sends.push_back(comm.isend(dest, kCountsTag, std::make_shared<const Counts>(Counts{{count}})));
+          receives.emplace_back(source, comm.irecv(source, kCountsTag));
+        }
+        comm.wait_all(sends);
+        for (auto& [source, request] : receives) {
+          comm.wait(request);
+          announced[source] = comm.take<Counts>(request)->values.at(0);
+        }
       }
     }
 
@@ -384,6 +394,7 @@ std::unique_ptr<Algorithm> make_oktopk(JsonReader& reader)
   Params p;
   p.repartition_every = static_cast<int>(reader.get_int("repartition_every", 64, 1, 1'000'000));
   p.balanced_partition = reader.get_enum("partition", {"balanced", "static"}, "balanced") == "balanced";
+  p.reference_quantiles = reader.get_enum("quantiles", {"exact", "reference_stride"}, "exact") == "reference_stride";
   p.rotation = reader.get_bool("rotation", true);
   p.bucket = static_cast<int>(reader.get_int("bucket", 4, 1, 1 << 20));
   p.messages_per_step = static_cast<int>(reader.get_int("messages_per_step", 1, 1, 2));

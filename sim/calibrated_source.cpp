@@ -19,6 +19,9 @@ constexpr std::uint64_t kSaltNoise = 0x6e6f6973657a7269ull;      // z_r,i
 constexpr std::uint64_t kSaltIteration = 0x6974657261746963ull;  // c(t)
 constexpr std::uint64_t kSaltRows = 0x726f77736163746full;       // row activity
 constexpr std::uint64_t kAllRanks = ~0ull;                       // the "rank" coordinate of shared draws
+// The normal behind the log-normal magnitude w_i is clamped to +-4: without a cap, the one largest entry among
+// millions (a 5-6 sigma draw, persistent for hot_set_drift iterations) decides the sample kurtosis alone.
+constexpr double kLogMagnitudeCap = 4.0;
 
 // splitmix64's finaliser: consecutive counters give independent 64-bit values.
 std::uint64_t finalise(std::uint64_t x)
@@ -209,6 +212,7 @@ nlohmann::json CalibratedParams::to_json() const
           {"layer_scale_exponent", layer_scale_exponent},
           {"output_layer_scale", output_layer_scale},
           {"iteration_jitter", iteration_jitter},
+          {"noise_tail", noise_tail},
           {"tokens_per_batch", tokens_per_batch},
           {"zipf_exponent", zipf_exponent}};
 }
@@ -286,9 +290,12 @@ std::shared_ptr<const CalibratedSource::SharedPart> CalibratedSource::compute_sh
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const FlatLayer& layer = layers_[l];
     const double layer_scale = iteration_scale * layer.scale;
+    // The output layer's entries are not heavy-tailed: every class's error meets every feature.
+    const double layer_sigma = layer.output ? 0.0 : sigma;
     for (std::uint64_t e = 0; e < layer.size; ++e) {
       const std::uint64_t i = layer.begin + e;
-      double amplitude = layer_scale * std::exp(sigma * magnitude[i] - sigma * sigma);
+      const double log_magnitude = std::clamp(static_cast<double>(magnitude[i]), -kLogMagnitudeCap, kLogMagnitudeCap);
+      double amplitude = layer_scale * std::exp(layer_sigma * log_magnitude - layer_sigma * layer_sigma);
       if (layer.rows > 0)
         amplitude *= row_factor_[l][e * layer.rows / layer.size];
       shared[i] = static_cast<float>(amplitude * shared_weight * shared[i]);
@@ -303,10 +310,16 @@ void CalibratedSource::generate(RankId rank, int iteration, std::span<float> out
   if (out.size() != n_)
     throw std::invalid_argument(fmt::format("calibrated source: gradient of {} entries asked, n is {}", out.size(), n_));
   const auto part = shared_part(iteration);
-  fill_normals(mix_coordinates(seed_ ^ kSaltNoise, static_cast<std::uint64_t>(rank), static_cast<std::uint64_t>(iteration), 0),
-               out);
-  for (std::size_t i = 0; i < n_; ++i)
-    out[i] = part->mean[i] + part->noise[i] * out[i];
+  // Per-rank noise: a normal times a fresh log-normal factor (a normal variance mixture), one Box-Muller pair
+  // per entry; exp(tau B - tau^2) has mean square 1.
+  const std::uint64_t base =
+      mix_coordinates(seed_ ^ kSaltNoise, static_cast<std::uint64_t>(rank), static_cast<std::uint64_t>(iteration), 0);
+  const double tau = params_.noise_tail;
+  for (std::size_t i = 0; i < n_; ++i) {
+    double a = 0, b = 0;
+    normal_pair(stream_bits(base, i), a, b);
+    out[i] = part->mean[i] + part->noise[i] * static_cast<float>(a * std::exp(tau * b - tau * tau));
+  }
 
   // Row-sparse embeddings: rows whose token is not in this rank's batch get no gradient.
   for (std::size_t l = 0; l < layers_.size(); ++l) {
@@ -337,6 +350,7 @@ std::unique_ptr<GradientSource> make_calibrated_source(JsonReader& gradients, co
   params.layer_scale_exponent = gradients.get_number("layer_scale_exponent", params.layer_scale_exponent, 0.0, 2.0);
   params.output_layer_scale = gradients.get_number("output_layer_scale", params.output_layer_scale, 0.0, 1e6, true);
   params.iteration_jitter = gradients.get_number("iteration_jitter", params.iteration_jitter, 0.0, 3.0);
+  params.noise_tail = gradients.get_number("noise_tail", params.noise_tail, 0.0, 3.0);
   params.tokens_per_batch = gradients.get_number("tokens_per_batch", params.tokens_per_batch, 1.0, 1e12);
   params.zipf_exponent = gradients.get_number("zipf_exponent", params.zipf_exponent, 0.0, 4.0);
 

@@ -72,13 +72,14 @@ std::vector<FlatLayer> flatten_layers(const ModelTable& table, std::uint64_t n, 
 // The generator's parameters; docs/gradients.md gives each one's effect and how the defaults were calibrated.
 struct CalibratedParams {
   std::string model = "vgg16";
-  double heavy_tail = 1.0;            // sigma of the log-normal magnitude w_i
+  double heavy_tail = 0.95;           // sigma of the log-normal magnitude w_i
   double hot_set_drift = 60;          // iterations over which w_i is replaced by an independent draw
   double shared_fraction = 0.05;      // share of the variance common to all ranks
   double shared_drift = 30;           // iterations over which m_i is replaced by an independent draw
-  double layer_scale_exponent = 0.2;  // s(layer) proportional to size^-exponent
-  double output_layer_scale = 3;      // extra factor on the output layer's s
-  double iteration_jitter = 0.45;     // standard deviation of log c(t)
+  double layer_scale_exponent = 0.3;  // s(layer) proportional to size^-exponent
+  double output_layer_scale = 1.2;    // extra factor on the output layer's s
+  double iteration_jitter = 0.5;      // standard deviation of log c(t)
+  double noise_tail = 0.25;           // sigma of the fresh log-normal factor on z (heavy tails of the noise)
   double tokens_per_batch = 4096;     // tokens in one rank's batch (row-sparse embeddings)
   double zipf_exponent = 1.0;         // token frequencies ~ rank^-exponent
   nlohmann::json to_json() const;

@@ -207,6 +207,7 @@ struct RunState {
   const ExperimentConfig& config;
   World& world;
   std::vector<std::vector<RankIteration>> records;  // [iteration][rank]
+  std::vector<float> gradient_scratch;              // one rank's gradient at a time
   double verify_max_error = 0;
   bool show_progress = true;
   std::chrono::steady_clock::time_point wall_start;
@@ -241,7 +242,7 @@ Seconds begin_iteration(RunState& run, Communicator& comm)
   return simgrid::s4u::Engine::get_clock();
 }
 
-void end_iteration(RunState& run, Communicator& comm, int iteration, Seconds start, RankIteration& record)
+void end_iteration(RunState& run, Communicator& comm, Seconds start, RankIteration& record)
 {
   comm.flush_phase_time();
   record.time = simgrid::s4u::Engine::get_clock() - start;
@@ -263,7 +264,7 @@ void run_dense_rank(RunState& run, DenseVerifier& verifier, RankId rank)
       config.gradients->generate(rank, it, data.values);
     }
     algorithm.allreduce(comm, data);
-    end_iteration(run, comm, it, start, run.records[it][rank]);
+    end_iteration(run, comm, start, run.records[it][rank]);
     if (rank == 0)
       config.gradients->apply_dense_update(it, data.values, config.ranks);
     if (config.verify)
@@ -282,13 +283,15 @@ void run_sparse_rank(RunState& run, SparseVerifier& verifier, RankId rank)
   const std::uint64_t n = config.workload.n;
   const std::uint64_t k = config.workload.k;
   std::vector<float> residual(n, 0.0f);
-  std::vector<float> gradient(n);
   LocalSelector selector(config.selection);
   auto state = algorithm.make_rank_state(rank, config.ranks, n);
 
   for (int it = 0; it < config.iterations; ++it) {
     const Seconds start = begin_iteration(run, comm);
-    // Error feedback: the residual becomes the accumulated gradient.
+    // Error feedback: the residual becomes the accumulated gradient. The gradient buffer is shared by all
+    // ranks: actors run one at a time and nothing here yields to the simulation.
+    std::vector<float>& gradient = run.gradient_scratch;
+    gradient.resize(n);
     config.gradients->generate(rank, it, gradient);
     std::vector<float>& acc = residual;
     for (std::size_t i = 0; i < n; ++i)
@@ -296,9 +299,9 @@ void run_sparse_rank(RunState& run, SparseVerifier& verifier, RankId rank)
     const SparseVector selection = selector.select(acc, k, it);
 
     RankIteration& record = run.records[it][rank];
-    const SparseInput input{it, n, k, &selection, selector.last_was_exact()};
+    const SparseInput input{it, n, k, &selection, it % config.selection.reevaluate_every == 0};
     const SparseVector result = algorithm.allreduce(comm, input, state.get(), record.sparse);
-    end_iteration(run, comm, it, start, record);
+    end_iteration(run, comm, start, record);
     record.local_selected = selection.size();
     record.result_nnz = result.size();
 
@@ -371,7 +374,7 @@ RunOutput run_experiment(const ExperimentConfig& config, bool show_progress)
   out.closed_form = config.algorithm->closed_form(out.cost_inputs);
 
   World world(rank_hosts, config.workload.wire);
-  RunState run{config, world, {}, 0, show_progress, wall_start, wall_start};
+  RunState run{config, world, {}, {}, 0, show_progress, wall_start, wall_start};
   run.records.assign(config.iterations, std::vector<RankIteration>(config.ranks));
   DenseVerifier dense_verifier(config);
   std::unique_ptr<SparseVerifier> sparse_verifier;

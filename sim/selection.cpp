@@ -32,7 +32,6 @@ SelectionConfig parse_selection(JsonReader selection, const std::string& default
 SparseVector LocalSelector::select(std::span<const float> acc, std::uint64_t k, int iteration)
 {
   const bool exact = config_.policy == "exact" || !have_threshold_ || iteration % config_.reevaluate_every == 0;
-  last_exact_ = exact;
   if (exact) {
     threshold_ = k > 0 ? kth_largest_magnitude(acc, k) : 0.0;
     have_threshold_ = k > 0;

@@ -49,14 +49,12 @@ public:
   // Selects from `acc` for `iteration`; sorted by index.
   SparseVector select(std::span<const float> acc, std::uint64_t k, int iteration);
   double threshold() const { return used_threshold_; }  // the threshold of the last selection
-  bool last_was_exact() const { return last_exact_; }
 
 private:
   SelectionConfig config_;
   double threshold_ = 0;       // the threshold the next reuse starts from
   double used_threshold_ = 0;
   bool have_threshold_ = false;
-  bool last_exact_ = false;
 };
 
 }  // namespace sparsim

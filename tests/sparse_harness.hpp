@@ -51,9 +51,9 @@ inline std::unique_ptr<SparseAllreduce> make_sparse_algorithm(const nlohmann::js
 }
 
 // selections[it][r] is rank r's local selection in iteration it. All ranks start each iteration together.
-// `exact_every` marks iterations whose selection counts as an exact re-evaluation (it % exact_every == 0).
+// Iterations with it % reevaluate_every == 0 are threshold re-evaluation iterations.
 inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<std::vector<SparseVector>>& selections,
-                            std::uint64_t n, std::uint64_t k, WireFormat wire = {}, int exact_every = 1)
+                            std::uint64_t n, std::uint64_t k, WireFormat wire = {}, int reevaluate_every = 1)
 {
   namespace sg4 = simgrid::s4u;
   const int P = static_cast<int>(selections.at(0).size());
@@ -88,7 +88,7 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
         const double start = sg4::Engine::get_clock();
         RankOutcome& out = run.iterations[it][r];
         const SparseInput input{static_cast<int>(it), n, k, &selections[it][r],
-                                static_cast<int>(it) % exact_every == 0};
+                                static_cast<int>(it) % reevaluate_every == 0};
         out.result = algorithm.allreduce(comm, input, state.get(), out.report);
         comm.flush_phase_time();
         out.time = sg4::Engine::get_clock() - start;

@@ -97,7 +97,7 @@ TEST_P(OkTopkVariants, ResultMatchesTheDefinitionOnEveryRank)
   spec["name"] = "oktopk";
   spec["repartition_every"] = 2;
   auto algorithm = make_sparse_algorithm(spec);
-  const SparseRun run = run_sparse(*algorithm, selections, n, k, {}, /*exact_every=*/3);
+  const SparseRun run = run_sparse(*algorithm, selections, n, k, {}, /*reevaluate_every=*/3);
 
   for (int it = 0; it < iterations; ++it) {
     const RankOutcome& first = run.iterations[it][0];
@@ -172,7 +172,7 @@ TEST(OkTopk, BalancedInputHasTheClosedFormVolume)
       selections[it][r] = from_map(picked);
     }
   auto algorithm = make_sparse_algorithm({{"name", "oktopk"}, {"partition", "static"}});
-  const SparseRun run = run_sparse(*algorithm, selections, n, k, {}, /*exact_every=*/2);
+  const SparseRun run = run_sparse(*algorithm, selections, n, k, {}, /*reevaluate_every=*/2);
   const Bytes element = 8;
   const Bytes share = k * (P - 1) / P * element;
   for (int r = 0; r < P; ++r) {

@@ -127,10 +127,11 @@ std::vector<std::size_t> ks_for(std::size_t n)
   return {ks.begin(), ks.end()};
 }
 
-// Sizes around the SIMD width (16), the compaction chunk (2048), the exact/sampled switch (2^14) and a large one.
-const std::vector<std::size_t> kSizes = {1,    2,     3,     15,    16,    17,     31,     33,     100,
-                                         1000, 2047,  2048,  2049,  4097,  16383,  16384,  16385,  65537,
-                                         100003, 300007, (std::size_t{1} << 20) + 3};
+// Sizes around the SIMD width (16), the radix select's finish (1024), the compaction chunk (2048), the switch from
+// exact to sampled ranges (2^14), and large ones.
+const std::vector<std::size_t> kSizes = {
+  1, 2, 3, 15, 16, 17, 31, 33, 100, 1000, 1025, 2047, 2048, 2049, 4097, 16383, 16384, 16385, 65537, 100003, 300007,
+  (std::size_t{1} << 20) + 3};
 
 TEST(TopkReference, MatchesFullSortWithTiesAndNaN)
 {
