@@ -78,7 +78,7 @@ struct CalibratedParams {
   double shared_drift = 30;           // iterations over which m_i is replaced by an independent draw
   double layer_scale_exponent = 0.3;  // s(layer) proportional to size^-exponent
   double output_layer_scale = 1.2;    // extra factor on the output layer's s
-  double iteration_jitter = 0.5;      // standard deviation of log c(t)
+  double iteration_jitter = 0.6;      // standard deviation of log c(t)
   double noise_tail = 0.25;           // sigma of the fresh log-normal factor on z (heavy tails of the noise)
   double tokens_per_batch = 4096;     // tokens in one rank's batch (row-sparse embeddings)
   double zipf_exponent = 1.0;         // token frequencies ~ rank^-exponent

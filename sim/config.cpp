@@ -66,8 +66,11 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
     const auto& sparse = dynamic_cast<const SparseAllreduce&>(*config.algorithm);
     config.selection =
         parse_selection(root.optional_object("selection"), sparse.reuses_local_threshold() ? "threshold_reuse" : "exact");
-  } else if (root.has("selection")) {
-    root.fail("selection", root.raw("selection"), "no \"selection\" object: dense algorithms select nothing");
+    config.compute = parse_compute(root.optional_object("compute"));
+  } else {
+    for (const char* key : {"selection", "compute"})
+      if (root.has(key))
+        root.fail(key, root.raw(key), fmt::format("no \"{}\" object: dense algorithms select nothing", key));
   }
 
   {
@@ -112,6 +115,7 @@ nlohmann::json ExperimentConfig::resolved() const
       {"algorithm", algorithm_json},
       {"gradients", gradients->to_json()},
       {"selection", algorithm_kind == "sparse" ? selection.to_json() : nlohmann::json(nullptr)},
+      {"compute", algorithm_kind == "sparse" ? compute.to_json() : nlohmann::json(nullptr)},
       {"network", {{"model", network.model}, {"crosstraffic", network.crosstraffic}}},
       {"simulation", {{"verify", verify}}},
   };

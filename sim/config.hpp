@@ -43,6 +43,7 @@ struct ExperimentConfig {
   Workload workload;
   std::unique_ptr<GradientSource> gradients;
   SelectionConfig selection;  // sparse algorithms
+  ComputeModel compute;       // how selection is charged in simulated time
   NetworkOptions network;
   bool verify = true;
 

@@ -273,6 +273,25 @@ void run_dense_rank(RunState& run, DenseVerifier& verifier, RankId rank)
   }
 }
 
+// Local selection, charged in simulated time by the compute model (phase "selection").
+SparseVector select_and_charge(LocalSelector& selector, std::span<const float> acc, std::uint64_t k, int iteration,
+                               const ComputeModel& model, Communicator& comm)
+{
+  SelectionTraffic traffic;
+  const auto wall_start = std::chrono::steady_clock::now();
+  SparseVector selection = selector.select(acc, k, iteration, traffic);
+  Seconds cost = 0;
+  if (model.selection == "memory_bandwidth")
+    cost = static_cast<double>(traffic.bytes_read + traffic.bytes_written) / model.memory_bandwidth;
+  else if (model.selection == "measured")
+    cost = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count() * model.measured_scale;
+  if (cost > 0) {
+    auto scope = comm.phase("selection");
+    simgrid::s4u::this_actor::sleep_for(cost);
+  }
+  return selection;
+}
+
 // The rank loop of a sparse allreduce with error feedback: acc = residual + gradient; select locally;
 // reduce; the residual keeps acc minus what the algorithm's rule says was consumed.
 void run_sparse_rank(RunState& run, SparseVerifier& verifier, RankId rank)
@@ -296,7 +315,7 @@ void run_sparse_rank(RunState& run, SparseVerifier& verifier, RankId rank)
     std::vector<float>& acc = residual;
     for (std::size_t i = 0; i < n; ++i)
       acc[i] += gradient[i];
-    const SparseVector selection = selector.select(acc, k, it);
+    const SparseVector selection = select_and_charge(selector, acc, k, it, config.compute, comm);
 
     RankIteration& record = run.records[it][rank];
     const SparseInput input{it, n, k, &selection, it % config.selection.reevaluate_every == 0};

@@ -218,7 +218,8 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
       std::vector<float>& reuse_acc = reuse_residual[r];
       for (std::uint64_t i = 0; i < n; ++i)
         reuse_acc[i] += gradient[i];
-      const SparseVector reused = selectors[r].select(reuse_acc, k, t);
+      SelectionTraffic traffic;  // memory traffic: not a statistic of the gradients
+      const SparseVector reused = selectors[r].select(reuse_acc, k, t, traffic);
       zero_selected(reuse_acc, reused);
       if (measured) {
         const double ratio = static_cast<double>(reused.size()) / static_cast<double>(k);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace sparsim {
@@ -66,6 +67,8 @@ struct GradientStats {
 };
 
 GradientStats measure_gradient_stats(const GradientSource& source, const GradientStatsOptions& options);
+// The figures as text, one per line, each next to the range measured on real gradients (algorithms.md).
+std::string format_gradient_stats(const GradientStats& stats);
 
 // Building blocks (index lists sorted ascending, without duplicates).
 std::size_t intersection_size(std::span<const Index> a, std::span<const Index> b);

@@ -1,12 +1,15 @@
-// The sparsim command line: run, validate, topology, algorithms.
+// The sparsim command line: run, validate, topology, algorithms, stats.
 #include "algorithms/registry.hpp"
 #include "sim/config.hpp"
+#include "sim/calibrated_source.hpp"
 #include "sim/driver.hpp"
+#include "sim/gradient_stats.hpp"
 #include "sim/results.hpp"
 #include "topologies/network_graph.hpp"
 
 #include <simgrid/s4u/Engine.hpp>
 
+#include <charconv>
 #include <cstdio>
 #include <fmt/format.h>
 #include <fstream>
@@ -24,6 +27,9 @@ usage:
   sparsim topology CONFIG.json [--dot FILE]       describe the platform; --dot writes Graphviz DOT
                                                   (FILE "-" for standard output)
   sparsim algorithms                              list the registered algorithms
+  sparsim stats CONFIG.json [--iterations N] [--warmup N]
+                                                  statistics of the config's gradients under top-k with error
+                                                  feedback (docs/gradients.md); defaults 20 and 50
   sparsim --help                                  this text
 
 Exit status: 0 success, 1 the run failed, 2 bad arguments or a bad config.
@@ -40,6 +46,8 @@ struct Arguments {
   std::string out;
   std::string dot;
   bool quiet = false;
+  int iterations = 20;  // stats
+  int warmup = 50;      // stats
 };
 
 Arguments parse_arguments(int argc, char** argv)
@@ -61,12 +69,20 @@ Arguments parse_arguments(int argc, char** argv)
       args.quiet = true;
     else if (arg == "--dot" && args.command == "topology")
       args.dot = value("--dot");
+    else if ((arg == "--iterations" || arg == "--warmup") && args.command == "stats") {
+      const std::string text = value(arg.c_str());
+      int& count = arg == "--iterations" ? args.iterations : args.warmup;
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), count);
+      if (error != std::errc() || end != text.data() + text.size() || count < (arg == "--iterations" ? 1 : 0))
+        throw UsageError(fmt::format("{} needs a whole number (at least 1 for --iterations), got \"{}\"", arg, text));
+    }
     else if (!arg.empty() && arg[0] != '-' && args.config.empty())
       args.config = arg;
     else
       throw UsageError(fmt::format("unexpected argument \"{}\" for \"{}\"", arg, args.command));
   }
-  const bool needs_config = args.command == "run" || args.command == "validate" || args.command == "topology";
+  const bool needs_config = args.command == "run" || args.command == "validate" || args.command == "topology" ||
+                            args.command == "stats";
   if (needs_config && args.config.empty())
     throw UsageError(fmt::format("\"{}\" needs a CONFIG.json", args.command));
   return args;
@@ -145,6 +161,28 @@ int command_topology(const Arguments& args)
   return 0;
 }
 
+int command_stats(const Arguments& args)
+{
+  const sparsim::ExperimentConfig config = sparsim::load_config(args.config);
+  sparsim::GradientStatsOptions options;
+  options.ranks = config.ranks;
+  options.n = config.workload.n;
+  options.k = config.workload.k;
+  options.iterations = args.iterations;
+  options.warmup = args.warmup;
+  options.reuse = config.selection;
+  options.reuse.policy = "threshold_reuse";
+  if (const auto* calibrated = dynamic_cast<const sparsim::CalibratedSource*>(config.gradients.get()))
+    for (const auto& layer : calibrated->layers())
+      if (layer.output && layer.size > 0) {
+        options.output_begin = options.output_end == 0 ? layer.begin : std::min(options.output_begin, layer.begin);
+        options.output_end = std::max(options.output_end, layer.begin + layer.size);
+      }
+  fmt::print("{}: {} gradients\n{}", args.config, config.gradients->name(),
+             sparsim::format_gradient_stats(sparsim::measure_gradient_stats(*config.gradients, options)));
+  return 0;
+}
+
 int command_algorithms()
 {
   for (const auto& entry : sparsim::algorithm_registry())
@@ -170,6 +208,8 @@ int main(int argc, char** argv)
       return command_topology(args);
     if (args.command == "algorithms")
       return command_algorithms();
+    if (args.command == "stats")
+      return command_stats(args);
     throw UsageError(fmt::format("unknown command \"{}\"", args.command));
   } catch (const UsageError& e) {
     fmt::print(stderr, "sparsim: {}\n\n{}", e.what(), kUsage);

@@ -2,6 +2,9 @@
 
 #include "sim/topk.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace sparsim {
 
 ThresholdRules threshold_rules(const std::string& preset)
@@ -29,25 +32,57 @@ SelectionConfig parse_selection(JsonReader selection, const std::string& default
   return config;
 }
 
-SparseVector LocalSelector::select(std::span<const float> acc, std::uint64_t k, int iteration)
+nlohmann::json ComputeModel::to_json() const
 {
+  return {{"selection", selection},
+          {"memory_bandwidth_Bps", memory_bandwidth},
+          {"measured_scale", measured_scale},
+          {"deterministic", selection != "measured"}};
+}
+
+ComputeModel parse_compute(JsonReader compute)
+{
+  ComputeModel model;
+  model.selection = compute.get_enum("selection", {"free", "memory_bandwidth", "measured"}, "memory_bandwidth");
+  model.memory_bandwidth = compute.get_bandwidth("memory_bandwidth", "732GBps");
+  model.measured_scale = compute.get_number("measured_scale", 1.0, 0.0, 1e6, true);
+  compute.finish();
+  return model;
+}
+
+SparseVector LocalSelector::select(std::span<const float> acc, std::uint64_t k, int iteration,
+                                   SelectionTraffic& traffic)
+{
+  const std::uint64_t pass = 4 * static_cast<std::uint64_t>(acc.size());
   const bool exact = config_.policy == "exact" || !have_threshold_ || iteration % config_.reevaluate_every == 0;
   if (exact) {
-    threshold_ = k > 0 ? kth_largest_magnitude(acc, k) : 0.0;
-    have_threshold_ = k > 0;
+    // The exact top-k; its smallest magnitude is the k-th largest, the threshold reused afterwards.
+    SparseVector selection = select_topk(acc, k);
+    threshold_ = 0.0;
+    if (!selection.empty()) {
+      threshold_ = std::fabs(selection.values[0]);
+      for (float v : selection.values)
+        threshold_ = std::min(threshold_, static_cast<double>(std::fabs(v)));
+    }
+    have_threshold_ = !selection.empty();
     used_threshold_ = threshold_;
-    return select_topk(acc, k);
+    traffic.bytes_read += pass;
+    traffic.bytes_written += 8 * selection.size();
+    return selection;
   }
 
   // Threshold reuse: optionally raise the threshold while far too many entries pass it.
   const ThresholdRules& rules = config_.rules;
   for (int raised = 0; raised < rules.raise_max; ++raised) {
+    traffic.bytes_read += pass;
     if (static_cast<double>(count_above(acc, static_cast<float>(threshold_))) <= rules.raise_above * k)
       break;
     threshold_ *= rules.raise_factor;
   }
   used_threshold_ = threshold_;
   SparseVector selection = select_above(acc, static_cast<float>(threshold_));
+  traffic.bytes_read += pass;
+  traffic.bytes_written += 8 * selection.size();
   // Correct the threshold for the next iteration when the count left the window around k.
   const double m = static_cast<double>(selection.size());
   if (m < rules.low * k)

@@ -12,6 +12,7 @@
 
 #include "sim/json_reader.hpp"
 #include "sim/sparse.hpp"
+#include "sim/units.hpp"
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -41,13 +42,34 @@ struct SelectionConfig {
 // Reads the config's "selection" object; `default_policy` comes from the algorithm.
 SelectionConfig parse_selection(JsonReader selection, const std::string& default_policy);
 
+// What a selection cost in memory traffic, for the compute model: the streaming passes over acc (4 bytes per
+// entry each) and the (index, value) pairs written (8 bytes each).
+struct SelectionTraffic {
+  std::uint64_t bytes_read = 0;
+  std::uint64_t bytes_written = 0;
+};
+
+// How selection is charged in simulated time (config "compute"):
+// - "free": not at all;
+// - "memory_bandwidth": the kernel's memory traffic over a device's memory bandwidth (default: an NVIDIA
+//   P100's 732 GB/s HBM2, the Piz Daint GPU, NVIDIA P100 datasheet), i.e. a memory-bound kernel at full speed;
+// - "measured": this host's measured kernel time times `measured_scale` (not deterministic: results vary
+//   from run to run; manifests say so).
+struct ComputeModel {
+  std::string selection = "memory_bandwidth";
+  BytesPerSecond memory_bandwidth = 732e9;
+  double measured_scale = 1.0;
+  nlohmann::json to_json() const;
+};
+ComputeModel parse_compute(JsonReader compute);
+
 // One rank's selector; keeps the reused threshold between iterations.
 class LocalSelector {
 public:
   explicit LocalSelector(SelectionConfig config) : config_(std::move(config)) {}
 
-  // Selects from `acc` for `iteration`; sorted by index.
-  SparseVector select(std::span<const float> acc, std::uint64_t k, int iteration);
+  // Selects from `acc` for `iteration`; sorted by index. `traffic` receives the memory traffic it modelled.
+  SparseVector select(std::span<const float> acc, std::uint64_t k, int iteration, SelectionTraffic& traffic);
   double threshold() const { return used_threshold_; }  // the threshold of the last selection
 
 private:

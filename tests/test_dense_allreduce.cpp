@@ -158,3 +158,36 @@ TEST(DenseAllreduce, SameSeedSameBytes)
   EXPECT_EQ(read_text(a.dir / "results.csv"), read_text(b.dir / "results.csv"));
   EXPECT_EQ(read_text(a.dir / "ranks.csv"), read_text(b.dir / "ranks.csv"));
 }
+
+// On the dragonfly and fat-tree presets the same runs complete with the same volume, and no faster than the
+// contention-free bound: every ring step takes at least the smallest route latency plus a block over the
+// fastest route bandwidth (both read from the run's route summary).
+TEST(DenseAllreduce, PresetsKeepVolumeAndAreNoFasterThanContentionFree)
+{
+  const int P = 64;
+  const long n = 1 << 16;
+  auto star = star_config("dense_ring", P, n);
+  star["topology"]["nodes"] = P;
+  CliResult on_star = run_config(star, "preset-star");
+  ASSERT_EQ(on_star.exit_code, 0) << on_star.output;
+  const auto star_totals = total_rows(on_star.dir);
+  for (const char* preset : {"platforms/piz_daint.json", "platforms/fat_tree_4096.json"}) {
+    SCOPED_TRACE(preset);
+    auto config = star;
+    config["topology"] = {{"file", std::string(SPARSIM_SOURCE_DIR) + "/configs/" + preset}};
+    config["placement"] = {{"type", "random"}, {"seed", 3}};  // spread the ranks over groups and pods
+    CliResult run = run_config(config, "preset");
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const auto manifest = nlohmann::json::parse(read_text(run.dir / "manifest.json"));
+    const double latency_min = manifest["routes"]["latency_min_s"];
+    const double bandwidth_max = manifest["routes"]["bandwidth_max_Bps"];
+    const double lower_bound = 2 * (P - 1) * (latency_min + (n / double(P)) * 4 / bandwidth_max);
+    const auto totals = total_rows(run.dir);
+    ASSERT_EQ(totals.size(), star_totals.size());
+    for (std::size_t i = 0; i < totals.size(); ++i) {
+      EXPECT_GE(number(totals[i], "sim_time_s"), lower_bound * (1 - 1e-9));
+      for (const char* column : {"bytes_sent_max", "bytes_sent_mean", "bytes_recv_max", "msgs_sent_max"})
+        EXPECT_EQ(totals[i].at(column), star_totals[i].at(column)) << column;
+    }
+  }
+}
