@@ -62,16 +62,12 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
 
   config.gradients = parse_gradient_source(root.optional_object("gradients"),
                                            GradientContext{config.seed, config.workload.n, config.ranks, config_dir});
-  if (config.algorithm_kind == "sparse") {
-    const auto& sparse = dynamic_cast<const SparseAllreduce&>(*config.algorithm);
-    config.selection =
-        parse_selection(root.optional_object("selection"), sparse.reuses_local_threshold() ? "threshold_reuse" : "exact");
-    config.compute = parse_compute(root.optional_object("compute"));
-  } else {
-    for (const char* key : {"selection", "compute"})
-      if (root.has(key))
-        root.fail(key, root.raw(key), fmt::format("no \"{}\" object: dense algorithms select nothing", key));
-  }
+  // Selection settings are read (and checked) for every algorithm, so that one sweep can mix dense and sparse
+  // algorithms; dense algorithms select nothing and ignore them.
+  const auto* sparse = dynamic_cast<const SparseAllreduce*>(config.algorithm.get());
+  config.selection = parse_selection(root.optional_object("selection"),
+                                     sparse && sparse->reuses_local_threshold() ? "threshold_reuse" : "exact");
+  config.compute = parse_compute(root.optional_object("compute"));
 
   {
     JsonReader network = root.optional_object("network");
@@ -90,9 +86,10 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
   return config;
 }
 
-ExperimentConfig load_config(const std::filesystem::path& file, std::shared_ptr<FieldLog> log)
+ExperimentConfig load_config(const std::filesystem::path& file, std::shared_ptr<FieldLog> log,
+                             std::optional<std::filesystem::path> relative_to)
 {
-  return parse_config(read_json_file(file), file.parent_path(), std::move(log));
+  return parse_config(read_json_file(file), relative_to.value_or(file.parent_path()), std::move(log));
 }
 
 nlohmann::json ExperimentConfig::resolved() const

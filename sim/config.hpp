@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace sparsim {
@@ -55,8 +56,10 @@ struct ExperimentConfig {
 // Every path read is added to `log` when given (used by the docs test).
 ExperimentConfig parse_config(const nlohmann::json& document, const std::filesystem::path& config_dir,
                               std::shared_ptr<FieldLog> log = nullptr);
-// Reads and parses a config file; unreadable files and malformed JSON are ConfigErrors too.
-ExperimentConfig load_config(const std::filesystem::path& file, std::shared_ptr<FieldLog> log = nullptr);
+// Reads and parses a config file; unreadable files and malformed JSON are ConfigErrors too. Relative paths
+// inside resolve against `relative_to`, by default the file's folder.
+ExperimentConfig load_config(const std::filesystem::path& file, std::shared_ptr<FieldLog> log = nullptr,
+                             std::optional<std::filesystem::path> relative_to = std::nullopt);
 nlohmann::json read_json_file(const std::filesystem::path& file);
 
 }  // namespace sparsim

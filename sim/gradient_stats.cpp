@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fmt/format.h>
 #include <limits>
 #include <stdexcept>
 
@@ -300,6 +301,36 @@ nlohmann::json GradientStats::to_json() const
             {"reevaluate_every", options.reuse.reevaluate_every},
             {"median_ratio", number(reuse_median_ratio)},
             {"max_ratio", number(reuse_max_ratio)}}}};
+}
+
+std::string format_gradient_stats(const GradientStats& stats)
+{
+  const GradientStatsOptions& o = stats.options;
+  const IterationStats& m = stats.median;
+  std::string text = fmt::format("P = {}, n = {}, k = {}; medians over {} iteration(s) after {} of warm-up\n", o.ranks,
+                                 o.n, o.k, o.iterations, o.warmup);
+  auto line = [&](const char* name, double value, const char* real) {
+    text += fmt::format("  {:<52} {:>9.4g}   real: {}\n", name, value, real);
+  };
+  text += "error feedback, exact top-k:\n";
+  line("Jaccard of two ranks' selections", m.jaccard, "0.01-0.04");
+  line("union of the P selections / (P k)", m.union_ratio, "0.75-0.94");
+  line("selection kept from the previous iteration", m.overlap_previous, "about 0.03");
+  line("busiest of P equal regions / mean", m.region_imbalance, "1.4-2.2");
+  line("output layer's share of selections / its share of n", stats.output_share_ratio, "15-27");
+  line("kurtosis of acc", m.acc_kurtosis, "close to a normal's 3");
+  line("Gaussian-fit threshold: selected / k", m.gaussian_fit_ratio, "0.05-0.6");
+  line("exact threshold change per iteration", m.threshold_drift, "0.02-0.06");
+  text += "raw gradients (no error feedback), exact top-k:\n";
+  line("kurtosis", m.raw_kurtosis, "80-450");
+  line("Jaccard of two ranks' selections", m.raw_jaccard, "0.1-0.2");
+  line("selection kept from the previous iteration", m.raw_overlap_previous, "0.25-0.35");
+  line("output layer's share of selections / its share of n", stats.raw_output_share_ratio, "-");
+  text += fmt::format("error feedback, threshold reuse (rules \"{}\", exact every {} iterations):\n", o.reuse.rules.preset,
+                      o.reuse.reevaluate_every);
+  line("selected m / k, median over ranks and iterations", stats.reuse_median_ratio, "about 0.55");
+  line("selected m / k, maximum", stats.reuse_max_ratio, "about 1.6");
+  return text;
 }
 
 }  // namespace sparsim

@@ -5,6 +5,7 @@
 #include "sim/driver.hpp"
 #include "sim/gradient_stats.hpp"
 #include "sim/results.hpp"
+#include "sim/sweep.hpp"
 #include "topologies/network_graph.hpp"
 
 #include <simgrid/s4u/Engine.hpp>
@@ -22,7 +23,12 @@ constexpr const char* kUsage = R"(sparsim: simulate sparse and dense allreduces 
 
 usage:
   sparsim run CONFIG.json [--out DIR] [--quiet]   run an experiment; results go to DIR
-                                                  (default results/<config name>)
+                                                  (default results/<config name>); --relative-to D
+                                                  resolves the config's relative paths against D
+  sparsim sweep SWEEP.json [--out DIR] [--jobs N] [--resume]
+                                                  run every point of a sweep (default DIR
+                                                  results/<sweep name>, N 1); --resume skips
+                                                  complete points; DIR/summary.csv gathers them
   sparsim validate CONFIG.json                    check a config and build its platform; runs nothing
   sparsim topology CONFIG.json [--dot FILE]       describe the platform; --dot writes Graphviz DOT
                                                   (FILE "-" for standard output)
@@ -45,6 +51,9 @@ struct Arguments {
   std::string config;
   std::string out;
   std::string dot;
+  std::string relative_to;
+  int jobs = 1;
+  bool resume = false;
   bool quiet = false;
   int iterations = 20;  // stats
   int warmup = 50;      // stats
@@ -63,8 +72,17 @@ Arguments parse_arguments(int argc, char** argv)
         throw UsageError(fmt::format("{} needs a value", flag));
       return std::string(argv[++i]);
     };
-    if (arg == "--out" && args.command == "run")
+    if (arg == "--out" && (args.command == "run" || args.command == "sweep"))
       args.out = value("--out");
+    else if (arg == "--relative-to" && args.command == "run")
+      args.relative_to = value("--relative-to");
+    else if (arg == "--jobs" && args.command == "sweep") {
+      const std::string jobs = value("--jobs");
+      if (jobs.empty() || jobs.find_first_not_of("0123456789") != std::string::npos || std::stoi(jobs) < 1)
+        throw UsageError(fmt::format("--jobs takes a whole number >= 1, not \"{}\"", jobs));
+      args.jobs = std::stoi(jobs);
+    } else if (arg == "--resume" && args.command == "sweep")
+      args.resume = true;
     else if (arg == "--quiet" && args.command == "run")
       args.quiet = true;
     else if (arg == "--dot" && args.command == "topology")
@@ -98,7 +116,9 @@ std::string joined_command_line(int argc, char** argv)
 
 int command_run(const Arguments& args, const std::string& command_line)
 {
-  const sparsim::ExperimentConfig config = sparsim::load_config(args.config);
+  const sparsim::ExperimentConfig config =
+      args.relative_to.empty() ? sparsim::load_config(args.config)
+                               : sparsim::load_config(args.config, nullptr, std::filesystem::path(args.relative_to));
   const std::filesystem::path out = args.out.empty() ? std::filesystem::path("results") / config.name : std::filesystem::path(args.out);
   if (!args.quiet)
     fmt::print(stderr, "sparsim: running {} ({} on {} ranks, {} iteration(s))\n", args.config,
@@ -183,6 +203,20 @@ int command_stats(const Arguments& args)
   return 0;
 }
 
+int command_sweep(const Arguments& args)
+{
+  const sparsim::Sweep sweep = sparsim::load_sweep(args.config);
+  sparsim::SweepOptions options;
+  options.out = args.out.empty() ? std::filesystem::path("results") / sweep.name : std::filesystem::path(args.out);
+  options.jobs = args.jobs;
+  options.resume = args.resume;
+  options.executable = std::filesystem::canonical("/proc/self/exe").string();
+  const int failures = sparsim::run_sweep(sweep, options);
+  fmt::print("{}: {} points, {} failed; summary in {}\n", sweep.name, sweep.points.size(), failures,
+             (options.out / "summary.csv").string());
+  return failures == 0 ? 0 : 1;
+}
+
 int command_algorithms()
 {
   for (const auto& entry : sparsim::algorithm_registry())
@@ -206,6 +240,8 @@ int main(int argc, char** argv)
       return command_validate(args);
     if (args.command == "topology")
       return command_topology(args);
+    if (args.command == "sweep")
+      return command_sweep(args);
     if (args.command == "algorithms")
       return command_algorithms();
     if (args.command == "stats")
