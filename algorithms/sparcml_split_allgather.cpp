@@ -17,10 +17,10 @@
 //
 // Phases, as in the paper:
 // 1. "reduce_scatter": at step s = 1..P-1 rank r sends its slice of region (r+s) mod P to that region's owner
-//    and receives from (r-s) mod P (each step is a permutation: no incast); all P-1 sends and receives are
-//    posted at once, empty slices included, then waited (so in the simulation the rotation only fixes the
-//    posting order: the messages share each rank's link whatever the order). The owner sums the P slices in
-//    rank order.
+//    and receives from (r-s) mod P (each step is a permutation: no incast); the steps are posted in waves of
+//    `throttle` (default 32, MPICH's alltoall throttle), empty slices included, each wave waited before the
+//    next (within a wave the messages share each rank's link whatever their order). The owner sums the P
+//    slices in rank order.
 // 2. "count_allgather" (switch "global" only): allgather of each region's nnz, one 4-byte integer per rank.
 // 3. "allgather": Bruck's allgather (ceil(log2 P) steps, any P) of the reduced regions.
 //
@@ -148,7 +148,7 @@ void append_region(const ReducedRegion& region, SparseVector& out)
 
 class SparcmlSplitAllgather final : public SparseAllreduce {
 public:
-  explicit SparcmlSplitAllgather(Encoding encoding) : encoding_(encoding) {}
+  SparcmlSplitAllgather(Encoding encoding, int throttle) : encoding_(encoding), throttle_(throttle) {}
 
   std::string name() const override
   {
@@ -157,15 +157,15 @@ public:
   nlohmann::json params() const override
   {
     if (encoding_ == Encoding::sparse)
-      return nlohmann::json::object();
-    return {{"switch", encoding_ == Encoding::per_region ? "per_region" : "global"}};
+      return {{"throttle", throttle_}};
+    return {{"switch", encoding_ == Encoding::per_region ? "per_region" : "global"}, {"throttle", throttle_}};
   }
   ResidualRule residual_rule() const override { return ResidualRule::all_selected; }
   ResultSemantics result_semantics() const override { return ResultSemantics::union_sum; }
 
   // Exact on a contention-free network for selections disjoint and spread evenly over equal regions
-  // (n divisible by P, k/P per region per rank). The reduce-scatter posts its P-1 messages at once: their
-  // latencies overlap and their bytes share the rank's link.
+  // (n divisible by P, k/P per region per rank). The reduce-scatter posts its P-1 messages in waves of
+  // `throttle`: the latencies of a wave overlap and its bytes share the rank's link.
   ClosedForm closed_form(const CostInputs& in) const override
   {
     ClosedForm cf;
@@ -192,7 +192,9 @@ public:
     const double count_bytes = encoding_ == Encoding::global ? (P - 1) * 4 : 0;
     cf.bytes_sent_per_rank = scatter_bytes + count_bytes + gather_bytes;
     cf.bytes_recv_per_rank = cf.bytes_sent_per_rank;
-    cf.time = in.alpha + scatter_bytes * in.seconds_per_byte + steps * in.alpha + gather_bytes * in.seconds_per_byte;
+    const double waves = std::ceil((P - 1) / throttle_);
+    cf.time = waves * in.alpha + scatter_bytes * in.seconds_per_byte + steps * in.alpha +
+              gather_bytes * in.seconds_per_byte;
     if (encoding_ == Encoding::global)
       cf.time += steps * in.alpha + count_bytes * in.seconds_per_byte;
 
@@ -201,7 +203,7 @@ public:
       gather = "(u e > (n/P) w ? (n/P) w : u e)";
     else if (encoding_ == Encoding::global)
       gather = "(2 min(Pk, n) >= floor(2n/3) ? (n/P) w : u e)";
-    cf.formula = "alpha + k(P-1)/P e beta + ceil(log2 P) alpha + (P-1) " + gather + " beta" +
+    cf.formula = "ceil((P-1)/throttle) alpha + k(P-1)/P e beta + ceil(log2 P) alpha + (P-1) " + gather + " beta" +
                  (encoding_ == Encoding::global ? " + ceil(log2 P) alpha + 4(P-1) beta (counts)" : "") +
                  ", u = min(Pk, n)/P; assumes disjoint selections spread evenly over the P regions "
                  "(paper: (P + 2 log P) alpha, 4k(P-1)/P to 2k(P-1)/P + n(P-1)/P words)";
@@ -221,19 +223,22 @@ public:
     std::vector<std::shared_ptr<const SparseVector>> slices(P);
     {
       auto scope = comm.phase("reduce_scatter");
-      std::vector<Request> sends;
-      std::vector<Request> receives;  // receives[s - 1] is step s's, from rank (r - s) mod P
-      for (int s = 1; s < P; ++s) {
-        const int dest = (r + s) % P;
-        sends.push_back(comm.isend(
-            dest, kReduceScatterTag,
-            std::make_shared<const SparseVector>(slice(selection, region_begin(dest), region_begin(dest + 1)))));
-        receives.push_back(comm.irecv((r - s + P) % P, kReduceScatterTag));
+      for (int first = 1; first < P; first += throttle_) {
+        std::vector<Request> sends;
+        std::vector<Request> receives;  // receives[s - first] is step s's, from rank (r - s) mod P
+        const int last = std::min(P, first + throttle_);
+        for (int s = first; s < last; ++s) {
+          const int dest = (r + s) % P;
+          sends.push_back(comm.isend(
+              dest, kReduceScatterTag,
+              std::make_shared<const SparseVector>(slice(selection, region_begin(dest), region_begin(dest + 1)))));
+          receives.push_back(comm.irecv((r - s + P) % P, kReduceScatterTag));
+        }
+        comm.wait_all(sends);
+        comm.wait_all(receives);
+        for (int s = first; s < last; ++s)
+          slices[(r - s + P) % P] = comm.take<SparseVector>(receives[s - first]);
       }
-      comm.wait_all(sends);
-      comm.wait_all(receives);
-      for (int s = 1; s < P; ++s)
-        slices[(r - s + P) % P] = comm.take<SparseVector>(receives[s - 1]);
     }
     slices[r] = std::make_shared<const SparseVector>(slice(selection, region_begin(r), region_begin(r + 1)));
     std::vector<const SparseVector*> parts;
@@ -275,19 +280,24 @@ public:
 
 private:
   Encoding encoding_;
+  int throttle_;
 };
 
 }  // namespace
 
-std::unique_ptr<Algorithm> make_sparcml_ssar_split_allgather(JsonReader&)
+// The reduce-scatter posts at most `throttle` steps at a time (MPICH's MPIR_CVAR_ALLTOALL_THROTTLE, 32).
+int read_throttle(JsonReader& params) { return static_cast<int>(params.get_int("throttle", 32, 1, 1 << 20)); }
+
+std::unique_ptr<Algorithm> make_sparcml_ssar_split_allgather(JsonReader& params)
 {
-  return std::make_unique<SparcmlSplitAllgather>(Encoding::sparse);
+  return std::make_unique<SparcmlSplitAllgather>(Encoding::sparse, read_throttle(params));
 }
 
 std::unique_ptr<Algorithm> make_sparcml_dsar_split_allgather(JsonReader& params)
 {
   const std::string rule = params.get_enum("switch", {"per_region", "global"}, "per_region");
-  return std::make_unique<SparcmlSplitAllgather>(rule == "global" ? Encoding::global : Encoding::per_region);
+  return std::make_unique<SparcmlSplitAllgather>(rule == "global" ? Encoding::global : Encoding::per_region,
+                                                 read_throttle(params));
 }
 
 }  // namespace sparsim

@@ -26,7 +26,9 @@
 #include <limits>
 #include <stdexcept>
 
-#if defined(__x86_64__) || defined(__i386__)
+// The AVX-512 kernel is compiled on x86 unless SPARSIM_DISABLE_AVX512 is defined (to measure and test the portable
+// loop everywhere, e.g. -DCMAKE_CXX_FLAGS=-DSPARSIM_DISABLE_AVX512).
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(SPARSIM_DISABLE_AVX512)
 #include <immintrin.h>
 #define SPARSIM_HAVE_AVX512_KERNEL 1
 #else
@@ -329,16 +331,19 @@ KeyRange sampled_range(std::span<const float> x, std::size_t k, const std::vecto
 
 // ---- Top k ----
 
-// The top k of x are the candidates with key > kth_key plus the first `ties` candidates with key == kth_key.
-struct TopkCandidates {
-  SparseVector candidates;  // every non-NaN entry with key >= the range's lo, in index order
-  Key kth_key = kInfKey;    // the k-th largest key (meaningless when candidates is empty)
+// Where the top k end: they are the candidates with key > kth_key plus the first `ties` candidates with
+// key == kth_key.
+struct TopkBoundary {
+  Key kth_key = kInfKey;  // the k-th largest key (meaningless when there are no candidates)
   std::size_t ties = 0;
 };
 
-TopkCandidates find_topk(std::span<const float> x, std::size_t k)
+// Fills c with the candidates, every non-NaN entry with key >= the range's lo, in index order (none when k = 0), and
+// returns where the top k end among them.
+TopkBoundary find_topk(std::span<const float> x, std::size_t k, SparseVector& c)
 {
-  TopkCandidates result;
+  TopkBoundary result;
+  c.clear();
   if (k == 0 || x.empty())
     return result;
   const CompactionIsa isa = best_compaction_isa();
@@ -349,7 +354,6 @@ TopkCandidates find_topk(std::span<const float> x, std::size_t k)
   KeyRange range = sampled ? sampled_range(x, k, positions) : exact_range(x, k);
 
   // Phase 2: candidates key >= lo, i.e. |x| > the float just below lo (-1 selects every non-NaN entry).
-  SparseVector& c = result.candidates;
   auto collect = [&] {
     const float below_lo = range.lo == 0 ? -1.0f : std::bit_cast<float>(range.lo - 1);
     c.clear();
@@ -426,6 +430,14 @@ SparseVector select_above(std::span<const float> x, float threshold)
   return select_above(x, threshold, best_compaction_isa());
 }
 
+void select_above(std::span<const float> x, float threshold, SparseVector& out)
+{
+  check_size(x);
+  out.clear();
+  out.reserve(estimated_count_above(x, threshold));
+  append_above(x, threshold, best_compaction_isa(), out);
+}
+
 std::size_t count_above(std::span<const float> x, float threshold)
 {
   check_size(x);
@@ -446,34 +458,40 @@ std::size_t count_above(std::span<const float> x, float threshold)
   return count;
 }
 
-SparseVector select_topk(std::span<const float> x, std::size_t k)
+void select_topk(std::span<const float> x, std::size_t k, SparseVector& out)
 {
   check_size(x);
-  TopkCandidates found = find_topk(x, k);
+  TopkBoundary boundary = find_topk(x, k, out);
   // Keep, in index order, the candidates above the k-th largest key and the first `ties` equal to it. Branch-free
   // (copy every candidate, advance only over kept ones) because ~10% of the candidates go at unpredictable places.
-  SparseVector& c = found.candidates;
   std::size_t kept = 0;
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    const Key key = magnitude_key(c.values[i]);
-    const bool tie = key == found.kth_key && found.ties > 0;
-    found.ties -= tie;
-    c.indices[kept] = c.indices[i];
-    c.values[kept] = c.values[i];
-    kept += key > found.kth_key || tie;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const Key key = magnitude_key(out.values[i]);
+    const bool tie = key == boundary.kth_key && boundary.ties > 0;
+    boundary.ties -= tie;
+    out.indices[kept] = out.indices[i];
+    out.values[kept] = out.values[i];
+    kept += key > boundary.kth_key || tie;
   }
-  c.indices.resize(kept);
-  c.values.resize(kept);
-  return std::move(c);
+  out.indices.resize(kept);
+  out.values.resize(kept);
+}
+
+SparseVector select_topk(std::span<const float> x, std::size_t k)
+{
+  SparseVector out;
+  select_topk(x, k, out);
+  return out;
 }
 
 float kth_largest_magnitude(std::span<const float> x, std::size_t k)
 {
   check_size(x);
-  const TopkCandidates found = find_topk(x, k);
-  if (found.candidates.empty())
+  SparseVector candidates;
+  const TopkBoundary boundary = find_topk(x, k, candidates);
+  if (candidates.empty())
     return std::numeric_limits<float>::infinity();
-  return std::bit_cast<float>(found.kth_key);
+  return std::bit_cast<float>(boundary.kth_key);
 }
 
 SparseVector select_topk_reference(std::span<const float> x, std::size_t k)

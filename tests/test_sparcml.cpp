@@ -409,8 +409,11 @@ TEST(SparcmlRecursiveDouble, FillInIsCappedAtN)
 
 TEST(SparcmlConfig, ParametersAreCheckedAndReported)
 {
-  EXPECT_EQ(make_sparse_algorithm(spec_of("dsar"))->params(), nlohmann::json({{"switch", "per_region"}}));
-  EXPECT_EQ(make_sparse_algorithm(spec_of("dsar_global"))->params(), nlohmann::json({{"switch", "global"}}));
+  EXPECT_EQ(make_sparse_algorithm(spec_of("dsar"))->params(),
+            nlohmann::json({{"switch", "per_region"}, {"throttle", 32}}));
+  EXPECT_EQ(make_sparse_algorithm(spec_of("dsar_global"))->params(),
+            nlohmann::json({{"switch", "global"}, {"throttle", 32}}));
+  EXPECT_THROW(make_sparse_algorithm({{"name", "sparcml_ssar_split_allgather"}, {"throttle", 0}}), ConfigError);
   EXPECT_EQ(make_sparse_algorithm(spec_of("ssar"))->name(), "sparcml_ssar_split_allgather");
   EXPECT_THROW(make_sparse_algorithm({{"name", "sparcml_dsar_split_allgather"}, {"switch", "sometimes"}}),
                ConfigError);

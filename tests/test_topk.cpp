@@ -84,6 +84,9 @@ void check_topk(const std::vector<float>& x, std::size_t k, const std::string& w
   const std::string label = what + " n=" + std::to_string(x.size()) + " k=" + std::to_string(k);
   const SparseVector expected = select_topk_reference(x, k);
   expect_identical(select_topk(x, k), expected, label);
+  SparseVector into = {{7, 8, 9}, {1.0f, 2.0f, 3.0f}};  // stale content that must be discarded
+  select_topk(x, k, into);
+  expect_identical(into, expected, label + " into");
   const float kth = kth_largest_magnitude(x, k);
   EXPECT_EQ(std::bit_cast<std::uint32_t>(kth), std::bit_cast<std::uint32_t>(kth_of_selection(expected))) << label;
 }
@@ -94,6 +97,9 @@ void check_above(const std::vector<float>& x, float threshold, const std::string
   const std::string label = what + " n=" + std::to_string(x.size()) + " threshold=" + std::to_string(threshold);
   const SparseVector expected = loop_above(x, threshold);
   expect_identical(select_above(x, threshold), expected, label);
+  SparseVector into = {{7, 8, 9}, {1.0f, 2.0f, 3.0f}};
+  select_above(x, threshold, into);
+  expect_identical(into, expected, label + " into");
   expect_identical(select_above(x, threshold, CompactionIsa::portable), expected, label + " portable");
   if (best_compaction_isa() == CompactionIsa::avx512)
     expect_identical(select_above(x, threshold, CompactionIsa::avx512), expected, label + " avx512");
@@ -281,7 +287,8 @@ TEST(Topk, StructuredInputs)
       check_topk(alternating, k, "alternating");
       check_topk(huge, k, "huge");
     }
-    EXPECT_EQ(select_topk(huge, 3).indices, (std::vector<Index>{0, static_cast<Index>(n / 2), static_cast<Index>(n - 1)}));
+    const std::vector<Index> largest = {0, static_cast<Index>(n / 2), static_cast<Index>(n - 1)};
+    EXPECT_EQ(select_topk(huge, 3).indices, largest);
     EXPECT_EQ(kth_largest_magnitude(huge, 1), std::numeric_limits<float>::max());
     // Denormal magnitudes order like any others.
     std::vector<float> tiny(n);
@@ -371,13 +378,14 @@ TEST(Topk, FallbackWhenTheSampleOverestimatesTheThreshold)
   std::vector<float> x(n, 0.0f);
   for (std::size_t p : sample)
     x[p] = 1.0f + static_cast<float>(p % 7);
-  for (std::size_t k : {sample.size() / 2, sample.size() - 1, sample.size(), sample.size() + 1, 2 * sample.size(), n / 3})
+  const std::size_t s = sample.size();
+  for (std::size_t k : {s / 2, s - 1, s, s + 1, 2 * s, n / 3})
     check_topk(x, k, "sample overestimates");
   // The same with a distinct small value at every other position, so that the exact select is not just ties.
   for (std::size_t i = 0; i < n; ++i)
     if (x[i] == 0.0f)
       x[i] = 1e-6f * static_cast<float>(i % 1013);
-  for (std::size_t k : {sample.size() + 1, 3 * sample.size(), n / 10})
+  for (std::size_t k : {s + 1, 3 * s, n / 10})
     check_topk(x, k, "sample overestimates, distinct");
 }
 
@@ -391,7 +399,8 @@ TEST(Topk, FallbackWhenTheSampleUnderestimatesTheThreshold)
     x[i] = 10.0f + static_cast<float>(i % 101);
   for (std::size_t p : sample)
     x[p] = 0.001f * static_cast<float>(p % 13);
-  for (std::size_t k : {std::size_t{1}, std::size_t{10}, std::size_t{1000}, n / 100, n - sample.size(), n - sample.size() + 1, n - 1})
+  const std::size_t s = sample.size();
+  for (std::size_t k : {std::size_t{1}, std::size_t{10}, std::size_t{1000}, n / 100, n - s, n - s + 1, n - 1})
     check_topk(x, k, "sample underestimates");
 }
 
@@ -459,6 +468,21 @@ TEST(Topk, KthLargestAndSelectAboveComposeIntoTheTopK)
         sorted.values.push_back(composed.values[j]);
       }
       expect_identical(select_topk(x, k), sorted, "composed n=" + std::to_string(n) + " k=" + std::to_string(k));
+    }
+  }
+}
+
+TEST(Topk, OneOutputReusedAcrossCalls)
+{
+  SparseVector out;
+  for (std::size_t n : {100003, 17, 0, 65537, 100003}) {
+    const std::vector<float> x = random_vector(Dist::student_t, n, 31 + n);
+    for (std::size_t k : ks_for(n)) {
+      select_topk(x, k, out);
+      expect_identical(out, select_topk_reference(x, k), "reused n=" + std::to_string(n) + " k=" + std::to_string(k));
+      const float t = kth_largest_magnitude(x, k);
+      select_above(x, t, out);
+      expect_identical(out, loop_above(x, t), "reused above n=" + std::to_string(n) + " k=" + std::to_string(k));
     }
   }
 }

@@ -8,7 +8,9 @@
 // (std::nth_element) is measured the same way, so speedups are ratios of x_read_pass.
 //
 // Cases: n = 2^20, 2^24, 2^26; densities 0.1%, 1%, 2% (k = density n; select_above and count_above use the threshold
-// that selects k entries); Gaussian and heavy-tailed (Student-t, 2 degrees of freedom) entries.
+// that selects k entries); Gaussian and heavy-tailed (Student-t, 2 degrees of freedom) entries. Kernels: count_above,
+// select_above (best loop, portable loop, into one reused output), kth_largest_magnitude, select_topk (new output,
+// reused output) and select_topk_reference.
 // Run: see docs/benchmarks.md (repetitions, random interleaving, medians).
 #include <benchmark/benchmark.h>
 
@@ -164,12 +166,29 @@ void register_case(Dist dist, std::size_t log2_n, double density)
          return sparsim::select_above(input(dist, n), t, sparsim::CompactionIsa::portable);
        });
      }},
+    {"select_above_reused",  // one output for all iterations: no fresh pages to fault in
+     [=](benchmark::State& s) {
+       const float t = threshold();
+       sparsim::SparseVector out;
+       run(s, input(dist, n), [&] {
+         sparsim::select_above(input(dist, n), t, out);
+         return out.size();
+       });
+     }},
     {"kth_largest_magnitude",
      [=](benchmark::State& s) {
        run(s, input(dist, n), [&] { return sparsim::kth_largest_magnitude(input(dist, n), k); });
      }},
     {"select_topk",
      [=](benchmark::State& s) { run(s, input(dist, n), [&] { return sparsim::select_topk(input(dist, n), k); }); }},
+    {"select_topk_reused",
+     [=](benchmark::State& s) {
+       sparsim::SparseVector out;
+       run(s, input(dist, n), [&] {
+         sparsim::select_topk(input(dist, n), k, out);
+         return out.size();
+       });
+     }},
     {"select_topk_reference",
      [=](benchmark::State& s) {
        run(s, input(dist, n), [&] { return sparsim::select_topk_reference(input(dist, n), k); });
