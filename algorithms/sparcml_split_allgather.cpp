@@ -29,6 +29,7 @@
 // (P-1) b with b = u e (sparse) or (n/P) w (dense). The paper's bound for the whole: (P + 2 log P) alpha and
 // between 4k(P-1)/P and 2k(P-1)/P + n(P-1)/P words.
 #include "algorithms/algorithm.hpp"
+#include "algorithms/collectives.hpp"
 #include "sim/sparse_ops.hpp"
 
 #include <algorithm>
@@ -66,42 +67,6 @@ Bytes wire_bytes(const ReducedRegion& region, const WireFormat& wire)
   if (region.dense)
     return static_cast<Bytes>(region.length) * static_cast<Bytes>(wire.value_bytes);
   return wire_bytes(region.sparse, wire);
-}
-
-// Several ranks' parts in one Bruck step; only the parts are charged on the wire.
-template <class Part> struct Bundle {
-  std::vector<RankId> owners;
-  std::vector<std::shared_ptr<const Part>> parts;
-};
-
-template <class Part> Bytes wire_bytes(const Bundle<Part>& bundle, const WireFormat& wire)
-{
-  Bytes bytes = 0;
-  for (const auto& part : bundle.parts)
-    bytes += wire_bytes(*part, wire);
-  return bytes;
-}
-
-// Bruck's allgather: in step j rank r sends the parts of ranks r, r+1, ..., r+c-1 (c = min(2^j, P - 2^j),
-// all mod P) to rank r - 2^j and receives those of r + 2^j, ... from rank r + 2^j. gathered[r] must hold
-// this rank's part; afterwards gathered[q] holds rank q's.
-template <class Part>
-void bruck_allgather(Communicator& comm, std::vector<std::shared_ptr<const Part>>& gathered, Tag first_tag)
-{
-  const int P = comm.size();
-  const int r = comm.rank();
-  for (int distance = 1, step = 0; distance < P; distance *= 2, ++step) {
-    auto bundle = std::make_shared<Bundle<Part>>();
-    for (int i = 0; i < std::min(distance, P - distance); ++i) {
-      const int owner = (r + i) % P;
-      bundle->owners.push_back(owner);
-      bundle->parts.push_back(gathered[owner]);
-    }
-    auto incoming = comm.sendrecv((r - distance + P) % P, std::shared_ptr<const Bundle<Part>>(bundle),
-                                  (r + distance) % P, first_tag + step);
-    for (std::size_t i = 0; i < incoming->owners.size(); ++i)
-      gathered[incoming->owners[i]] = incoming->parts[i];
-  }
 }
 
 // The reference TopkDSA's global switch: its allgatherv carries 2 words per pair and goes dense unless
@@ -251,9 +216,8 @@ public:
     bool dense = false;
     if (encoding_ == Encoding::global) {
       auto scope = comm.phase("count_allgather");
-      std::vector<std::shared_ptr<const Counts>> counts(P);
-      counts[r] = std::make_shared<const Counts>(Counts{{static_cast<std::int64_t>(reduced.size())}});
-      bruck_allgather(comm, counts, kCountTags);
+      const auto counts = bruck_allgather(
+          comm, std::make_shared<const Counts>(Counts{{static_cast<std::int64_t>(reduced.size())}}), kCountTags);
       std::uint64_t union_nnz = 0;
       for (const auto& c : counts)
         union_nnz += static_cast<std::uint64_t>(c->values[0]);
@@ -263,12 +227,12 @@ public:
     }
 
     // Phase 3, allgather of the reduced regions (Bruck), sparse or dense as decided above.
-    std::vector<std::shared_ptr<const ReducedRegion>> regions(P);
-    regions[r] = std::make_shared<const ReducedRegion>(
+    auto mine = std::make_shared<const ReducedRegion>(
         make_region(region_begin(r), region_begin(r + 1) - region_begin(r), std::move(reduced), dense));
+    Gathered<ReducedRegion> regions;
     {
       auto scope = comm.phase("allgather");
-      bruck_allgather(comm, regions, kAllgatherTags);
+      regions = bruck_allgather(comm, mine, kAllgatherTags);
     }
 
     // U: the regions in index order, each reduced once by its owner, so all ranks hold the same bits.

@@ -14,11 +14,11 @@ namespace {
 
 // Independent random streams: each factor of the model draws from its own salt of the seed.
 constexpr std::uint64_t kSaltMagnitude = 0x6d61676e69747564ull;  // w_i
-constexpr std::uint64_t kSaltShared = 0x7368617265646d69ull;     // m_i
-constexpr std::uint64_t kSaltNoise = 0x6e6f6973657a7269ull;      // z_r,i
+constexpr std::uint64_t kSaltShared = 0x7368617265646d69ull;    // m_i
+constexpr std::uint64_t kSaltNoise = 0x6e6f6973657a7269ull;     // z_r,i
 constexpr std::uint64_t kSaltIteration = 0x6974657261746963ull;  // c(t)
-constexpr std::uint64_t kSaltRows = 0x726f77736163746full;       // row activity
-constexpr std::uint64_t kAllRanks = ~0ull;                       // the "rank" coordinate of shared draws
+constexpr std::uint64_t kSaltRows = 0x726f77736163746full;      // row activity
+constexpr std::uint64_t kAllRanks = ~0ull;                      // the "rank" coordinate of shared draws
 // The normal behind the log-normal magnitude w_i is clamped to +-4: without a cap, the one largest entry among
 // millions (a 5-6 sigma draw, persistent for hot_set_drift iterations) decides the sample kurtosis alone.
 constexpr double kLogMagnitudeCap = 4.0;
@@ -32,7 +32,10 @@ std::uint64_t finalise(std::uint64_t x)
 }
 
 // The bits of counter `index` in the stream that starts at `base` (a mix_coordinates value).
-std::uint64_t stream_bits(std::uint64_t base, std::uint64_t index) { return finalise(base + index * 0x9E3779B97F4A7C15ull); }
+std::uint64_t stream_bits(std::uint64_t base, std::uint64_t index)
+{
+  return finalise(base + index * 0x9E3779B97F4A7C15ull);
+}
 
 double uniform01(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
 
@@ -100,7 +103,8 @@ ModelTable read_model_table(const std::filesystem::path& file)
     try {
       return nlohmann::json::parse(in);
     } catch (const nlohmann::json::parse_error& e) {
-      throw ConfigError("(model table)", fmt::format("\"{}\"", file.string()), fmt::format("valid JSON ({})", e.what()));
+      throw ConfigError("(model table)", fmt::format("\"{}\"", file.string()),
+                        fmt::format("valid JSON ({})", e.what()));
     }
   }();
   JsonReader root(document, fmt::format("({})", file.filename().string()));
@@ -159,7 +163,8 @@ std::vector<FlatLayer> flatten_layers(const ModelTable& table, std::uint64_t n, 
   }
   std::vector<std::size_t> order(count);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return remainders[a] > remainders[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return remainders[a] > remainders[b]; });
   for (std::size_t j = 0; assigned < n; ++j, ++assigned)
     ++sizes[order[j]];
 
@@ -172,11 +177,11 @@ std::vector<FlatLayer> flatten_layers(const ModelTable& table, std::uint64_t n, 
       last = l;
     owner[l] = last;
   }
-  for (std::size_t l = count; l-- > 0;)
+  for (std::size_t l = count; l-- > 0;)  // leading ones, back to front; a table without weights: the last layer
     if (owner[l] == count)
       owner[l] = l + 1 < count ? owner[l + 1] : l;
   for (std::size_t l = 0; l < count; ++l) {
-    const double size = static_cast<double>(table.layers[owner[l] == count ? l : owner[l]].size);
+    const double size = static_cast<double>(table.layers[owner[l]].size);
     scales[l] = std::pow(size / static_cast<double>(total), -layer_scale_exponent);
     if (table.layers[l].output)
       scales[l] *= output_layer_scale;
@@ -219,7 +224,9 @@ nlohmann::json CalibratedParams::to_json() const
 
 CalibratedSource::CalibratedSource(const ModelTable& table, CalibratedParams params, std::uint64_t seed,
                                    std::uint64_t n)
-    : params_(std::move(params)), seed_(seed), n_(n)
+    : params_(std::move(params))
+    , seed_(seed)
+    , n_(n)
 {
   layers_ = flatten_layers(table, n, params_.layer_scale_exponent, params_.output_layer_scale);
   row_probability_.resize(layers_.size());
@@ -266,8 +273,9 @@ std::shared_ptr<const CalibratedSource::SharedPart> CalibratedSource::shared_par
 double CalibratedSource::iteration_shock(int iteration) const
 {
   double z = 0, unused = 0;
-  normal_pair(stream_bits(mix_coordinates(seed_ ^ kSaltIteration, kAllRanks, static_cast<std::uint64_t>(iteration), 0), 0),
-              z, unused);
+  normal_pair(
+      stream_bits(mix_coordinates(seed_ ^ kSaltIteration, kAllRanks, static_cast<std::uint64_t>(iteration), 0), 0), z,
+      unused);
   return z;
 }
 
@@ -278,7 +286,7 @@ std::shared_ptr<const CalibratedSource::SharedPart> CalibratedSource::compute_sh
   part->mean.resize(n_);
   part->noise.resize(n_);
   std::vector<float>& magnitude = part->noise;  // w_i first, then turned into the noise amplitude
-  std::vector<float>& shared = part->mean;      // m_i first, then turned into the mean
+  std::vector<float>& shared = part->mean;     // m_i first, then turned into the mean
   fill_drifting_normals(seed_, kSaltMagnitude, iteration, params_.hot_set_drift, magnitude);
   fill_drifting_normals(seed_, kSaltShared, iteration, params_.shared_drift, shared);
 
@@ -308,7 +316,8 @@ std::shared_ptr<const CalibratedSource::SharedPart> CalibratedSource::compute_sh
 void CalibratedSource::generate(RankId rank, int iteration, std::span<float> out) const
 {
   if (out.size() != n_)
-    throw std::invalid_argument(fmt::format("calibrated source: gradient of {} entries asked, n is {}", out.size(), n_));
+    throw std::invalid_argument(
+        fmt::format("calibrated source: gradient of {} entries asked, n is {}", out.size(), n_));
   const auto part = shared_part(iteration);
   // Per-rank noise: a normal times a fresh log-normal factor (a normal variance mixture), one Box-Muller pair
   // per entry; exp(tau B - tau^2) has mean square 1.
@@ -326,8 +335,8 @@ void CalibratedSource::generate(RankId rank, int iteration, std::span<float> out
     const FlatLayer& layer = layers_[l];
     if (layer.rows == 0)
       continue;
-    const std::uint64_t base = mix_coordinates(seed_ ^ kSaltRows, static_cast<std::uint64_t>(rank),
-                                               static_cast<std::uint64_t>(iteration), l);
+    const std::uint64_t base =
+        mix_coordinates(seed_ ^ kSaltRows, static_cast<std::uint64_t>(rank), static_cast<std::uint64_t>(iteration), l);
     for (std::uint64_t row = 0; row < layer.rows; ++row) {
       if (uniform01(stream_bits(base, row)) < row_probability_[l][row])
         continue;

@@ -3,19 +3,20 @@
 // A rank's gradient is a pure function of (seed, rank, iteration, index), built from a model's layer table
 // (configs/models/*.json) flattened in the model's order:
 //
-//   g[i] = c(t) * s(layer) * w_i(t) * row_r(t) * (sqrt(shared) * m_i(t) + sqrt(1 - shared) * z_r,i(t))
+//   g_r[i](t) = c(t) s(layer) w_i(t) row_r(t) (sqrt(shared) m_i(t) + sqrt(1 - shared) z_r,i(t) v_r,i(t))
 //
 // - s(layer): layer scale, a power of the layer's size (small layers get larger entries), times a factor
 //   for the model's output layer;
 // - w_i(t): a persistent heavy-tailed (log-normal) magnitude per entry that drifts slowly: the hot set;
 // - m_i(t): a component shared by all ranks (the full-batch gradient), drifting slowly;
-// - z_r,i(t): per-rank noise (the mini-batch's sampling noise), fresh every iteration;
-// - c(t): a per-iteration scale (batches differ in gradient norm);
+// - z_r,i(t) v_r,i(t): per-rank noise (the mini-batch's sampling noise), fresh every iteration: a normal
+//   times a log-normal factor (heavy tails that do not persist);
+// - c(t): a per-iteration scale common to all ranks (batches differ in gradient norm);
 // - row_r(t): for row-sparse embeddings (BERT's word embedding), 0 for the rows of tokens not in rank r's
 //   batch, else a factor growing with the token's expected count.
 //
 // The rank-independent factors of an iteration are computed once and cached (2n floats); each rank then
-// costs one normal draw per entry. Nothing grows with the number of ranks.
+// costs one Box-Muller pair and one exp per entry. Nothing is kept per rank.
 #pragma once
 
 #include "sim/gradients.hpp"
@@ -32,10 +33,10 @@ namespace sparsim {
 // One parameter tensor of a model table, in registration order.
 struct ModelLayer {
   std::string name;
-  std::string kind;        // "conv", "fc", "lstm", "embedding", "norm", "bias"
+  std::string kind;       // "conv", "fc", "lstm", "embedding", "norm", "bias"
   std::uint64_t size = 0;  // number of parameters
   std::uint64_t rows = 0;  // > 0: a row-sparse embedding of `rows` rows (gradient only for the batch's tokens)
-  bool output = false;     // part of the model's (small) output layer
+  bool output = false;    // part of the model's (small) output layer
 };
 
 struct ModelTable {
@@ -57,7 +58,7 @@ struct FlatLayer {
   std::string kind;
   std::uint64_t begin = 0;
   std::uint64_t size = 0;
-  std::uint64_t rows = 0;        // scaled row count of a row-sparse embedding (0: dense)
+  std::uint64_t rows = 0;       // scaled row count of a row-sparse embedding (0: dense)
   std::uint64_t table_rows = 0;  // the table's row count (token frequency ranks)
   bool output = false;
   double scale = 1;  // s(layer), normalised so that the mean of s^2 over all n entries is 1
@@ -72,16 +73,16 @@ std::vector<FlatLayer> flatten_layers(const ModelTable& table, std::uint64_t n, 
 // The generator's parameters; docs/gradients.md gives each one's effect and how the defaults were calibrated.
 struct CalibratedParams {
   std::string model = "vgg16";
-  double heavy_tail = 0.95;           // sigma of the log-normal magnitude w_i
-  double hot_set_drift = 60;          // iterations over which w_i is replaced by an independent draw
-  double shared_fraction = 0.05;      // share of the variance common to all ranks
-  double shared_drift = 30;           // iterations over which m_i is replaced by an independent draw
+  double heavy_tail = 0.95;          // sigma of the log-normal magnitude w_i
+  double hot_set_drift = 60;         // iterations over which w_i is replaced by an independent draw
+  double shared_fraction = 0.05;     // share of the variance common to all ranks
+  double shared_drift = 30;          // iterations over which m_i is replaced by an independent draw
   double layer_scale_exponent = 0.3;  // s(layer) proportional to size^-exponent
-  double output_layer_scale = 1.2;    // extra factor on the output layer's s
-  double iteration_jitter = 0.6;      // standard deviation of log c(t)
-  double noise_tail = 0.25;           // sigma of the fresh log-normal factor on z (heavy tails of the noise)
-  double tokens_per_batch = 4096;     // tokens in one rank's batch (row-sparse embeddings)
-  double zipf_exponent = 1.0;         // token frequencies ~ rank^-exponent
+  double output_layer_scale = 1.2;   // extra factor on the output layer's s
+  double iteration_jitter = 0.6;     // standard deviation of log c(t)
+  double noise_tail = 0.25;          // sigma of the fresh log-normal factor on z (heavy tails of the noise)
+  double tokens_per_batch = 4096;    // tokens in one rank's batch (row-sparse embeddings)
+  double zipf_exponent = 1.0;        // token frequencies ~ rank^-exponent
   nlohmann::json to_json() const;
 };
 

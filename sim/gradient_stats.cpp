@@ -257,19 +257,20 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
       values.push_back(it.*field);
     stats.median.*field = median(values);
   };
-  for (auto field : {&IterationStats::jaccard, &IterationStats::union_ratio, &IterationStats::overlap_previous,
-                     &IterationStats::region_imbalance, &IterationStats::acc_kurtosis,
-                     &IterationStats::threshold_drift, &IterationStats::gaussian_fit_ratio,
-                     &IterationStats::raw_kurtosis, &IterationStats::raw_jaccard,
-                     &IterationStats::raw_overlap_previous, &IterationStats::reuse_mean_ratio,
-                     &IterationStats::reuse_max_ratio})
+  for (auto field :
+       {&IterationStats::jaccard, &IterationStats::union_ratio, &IterationStats::overlap_previous,
+        &IterationStats::region_imbalance, &IterationStats::acc_kurtosis, &IterationStats::threshold_drift,
+        &IterationStats::gaussian_fit_ratio, &IterationStats::raw_kurtosis, &IterationStats::raw_jaccard,
+        &IterationStats::raw_overlap_previous, &IterationStats::reuse_mean_ratio, &IterationStats::reuse_max_ratio})
     median_of(field);
   stats.median.iteration = -1;
   stats.reuse_median_ratio = median(reuse_ratios);
   stats.reuse_max_ratio = reuse_ratios.empty() ? kNaN : *std::max_element(reuse_ratios.begin(), reuse_ratios.end());
-  const double output_share = static_cast<double>(options.output_end - std::min(options.output_begin, options.output_end)) /
-                              static_cast<double>(n);
-  stats.output_share_ratio = output_share > 0 ? static_cast<double>(selected_output) / selected_total / output_share : kNaN;
+  const double output_share =
+      static_cast<double>(options.output_end - std::min(options.output_begin, options.output_end)) /
+      static_cast<double>(n);
+  stats.output_share_ratio =
+      output_share > 0 ? static_cast<double>(selected_output) / selected_total / output_share : kNaN;
   stats.raw_output_share_ratio = output_share > 0 ? static_cast<double>(raw_output) / raw_total / output_share : kNaN;
   return stats;
 }
@@ -326,8 +327,8 @@ std::string format_gradient_stats(const GradientStats& stats)
   line("Jaccard of two ranks' selections", m.raw_jaccard, "0.1-0.2");
   line("selection kept from the previous iteration", m.raw_overlap_previous, "0.25-0.35");
   line("output layer's share of selections / its share of n", stats.raw_output_share_ratio, "-");
-  text += fmt::format("error feedback, threshold reuse (rules \"{}\", exact every {} iterations):\n", o.reuse.rules.preset,
-                      o.reuse.reevaluate_every);
+  text += fmt::format("error feedback, threshold reuse (rules \"{}\", exact every {} iterations):\n",
+                      o.reuse.rules.preset, o.reuse.reevaluate_every);
   line("selected m / k, median over ranks and iterations", stats.reuse_median_ratio, "about 0.55");
   line("selected m / k, maximum", stats.reuse_max_ratio, "about 1.6");
   return text;

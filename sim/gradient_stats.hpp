@@ -27,7 +27,7 @@ struct GradientStatsOptions {
   std::uint64_t n = 0;
   std::uint64_t k = 0;
   int iterations = 20;  // measured iterations
-  int warmup = 0;       // iterations run before measuring
+  int warmup = 0;      // iterations run before measuring
   SelectionConfig reuse{"threshold_reuse", 32, threshold_rules("vgg")};
   // The output layer's index range [output_begin, output_end); empty: its share is not measured.
   std::uint64_t output_begin = 0;
@@ -45,7 +45,7 @@ struct IterationStats {
   double region_imbalance = 0;   // selections (all ranks) in the busiest of P equal index regions / mean
   double acc_kurtosis = 0;       // kurtosis of acc_r, mean over ranks
   double threshold_drift = 0;    // |th_r(t) / th_r(t-1) - 1| for the exact k-th largest |acc_r|, mean over ranks
-  double gaussian_fit_ratio = 0; // count of |acc| above a normal fit's threshold for k / k, mean over ranks
+  double gaussian_fit_ratio = 0;  // count of |acc| above a normal fit's threshold for k / k, mean over ranks
   // Raw gradients (no error feedback).
   double raw_kurtosis = 0;
   double raw_jaccard = 0;
@@ -58,10 +58,10 @@ struct IterationStats {
 struct GradientStats {
   GradientStatsOptions options;
   std::vector<IterationStats> iterations;
-  IterationStats median;           // median over the measured iterations of every figure (NaNs skipped)
-  double reuse_median_ratio = 0;   // median of m_r / k over all measured (rank, iteration) pairs
-  double reuse_max_ratio = 0;      // maximum of m_r / k over them
-  double output_share_ratio = 0;   // output layer's share of all S_r / its share of n (error feedback)
+  IterationStats median;         // median over the measured iterations of every figure (NaNs skipped)
+  double reuse_median_ratio = 0;  // median of m_r / k over all measured (rank, iteration) pairs
+  double reuse_max_ratio = 0;    // maximum of m_r / k over them
+  double output_share_ratio = 0;  // output layer's share of all S_r / its share of n (error feedback)
   double raw_output_share_ratio = 0;
   nlohmann::json to_json() const;
 };

@@ -107,7 +107,8 @@ TEST(GradientStats, JaccardIntersectionAndUnionOfKnownSets)
 TEST(GradientStats, RegionImbalanceOfKnownCounts)
 {
   // n = 100, 4 regions of 25: counts 6, 2, 2, 2 over two ranks; busiest / mean = 6 / 3.
-  const std::vector<SparseVector> selections{selection_of({0, 1, 2, 24, 30, 60}), selection_of({10, 20, 49, 70, 80, 99})};
+  const std::vector<SparseVector> selections{selection_of({0, 1, 2, 24, 30, 60}),
+                                             selection_of({10, 20, 49, 70, 80, 99})};
   EXPECT_DOUBLE_EQ(region_imbalance(selections, 100, 4), 2.0);
   // Uneven regions: n = 10 in 3 regions [0, 3), [3, 6), [6, 10); counts 1, 1, 4.
   EXPECT_DOUBLE_EQ(region_imbalance({selection_of({0, 3, 6, 7, 8, 9})}, 10, 3), 2.0);
@@ -182,8 +183,9 @@ TEST(GradientStats, MatchesBruteForceErrorFeedbackLoop)
       for (float v : residual[r])
         squares += static_cast<double>(v) * v;
       const auto cut = static_cast<float>(std::sqrt(squares / n) * normal_two_sided_quantile(double(k) / n));
-      fit += static_cast<double>(std::count_if(residual[r].begin(), residual[r].end(),
-                                               [&](float v) { return std::fabs(v) > cut; })) / k / P;
+      fit += static_cast<double>(
+                 std::count_if(residual[r].begin(), residual[r].end(), [&](float v) { return std::fabs(v) > cut; })) /
+             k / P;
       acc_kurtosis += brute_kurtosis(residual[r]) / P;
       drift += std::fabs(threshold / previous_threshold[r] - 1) / P;
       previous_threshold[r] = threshold;
@@ -210,12 +212,15 @@ TEST(GradientStats, MatchesBruteForceErrorFeedbackLoop)
           jaccard_sum += brute_jaccard(selected[r], selected[s]) / 3;  // 3 pairs
           raw_jaccard_sum += brute_jaccard(raw[r], raw[s]) / 3;
         }
-        overlap += static_cast<double>(std::count_if(selected[r].begin(), selected[r].end(), [&](Index i) {
-                     return std::binary_search(previous[r].begin(), previous[r].end(), i);
-                   })) / k / P;
-        raw_overlap += static_cast<double>(std::count_if(raw[r].begin(), raw[r].end(), [&](Index i) {
-                         return std::binary_search(raw_previous[r].begin(), raw_previous[r].end(), i);
-                       })) / k / P;
+        overlap += static_cast<double>(std::count_if(
+                       selected[r].begin(), selected[r].end(),
+                       [&](Index i) { return std::binary_search(previous[r].begin(), previous[r].end(), i); })) /
+                   k / P;
+        raw_overlap +=
+            static_cast<double>(std::count_if(
+                raw[r].begin(), raw[r].end(),
+                [&](Index i) { return std::binary_search(raw_previous[r].begin(), raw_previous[r].end(), i); })) /
+            k / P;
         all.insert(selected[r].begin(), selected[r].end());
         for (Index i : selected[r]) {
           for (int j = 0; j < P; ++j)  // region j = [floor(j n / P), floor((j+1) n / P))
@@ -252,10 +257,10 @@ TEST(ModelTables, TotalsAndOrderOfTheReferenceModels)
     const char* first_flattened;
     const char* output;
   };
-  for (const Expected& e : {Expected{"vgg16", 14'728'266, "classifier.bias", "classifier.weight"},
-                            Expected{"lstm_an4", 27'569'568, "fc.0.module.1.weight", "fc.0.module.1.weight"},
-                            Expected{"bert_base", 133'547'324, "bert.embeddings.word_embeddings.weight",
-                                     "cls.seq_relationship.weight"}}) {
+  for (const Expected& e :
+       {Expected{"vgg16", 14'728'266, "classifier.bias", "classifier.weight"},
+        Expected{"lstm_an4", 27'569'568, "fc.0.module.1.weight", "fc.0.module.1.weight"},
+        Expected{"bert_base", 133'547'324, "bert.embeddings.word_embeddings.weight", "cls.seq_relationship.weight"}}) {
     SCOPED_TRACE(e.model);
     const ModelTable table = read_model_table(model_table_path(e.model, "."));
     EXPECT_EQ(table.total(), e.total);
@@ -279,7 +284,8 @@ TEST(ModelTables, TotalsAndOrderOfTheReferenceModels)
   }
   // VGG-16: 13 conv layers with bias and batch norm, one classifier.
   const ModelTable vgg = read_model_table(model_table_path("vgg16", "."));
-  EXPECT_EQ(std::count_if(vgg.layers.begin(), vgg.layers.end(), [](const ModelLayer& l) { return l.kind == "conv"; }), 13);
+  EXPECT_EQ(std::count_if(vgg.layers.begin(), vgg.layers.end(), [](const ModelLayer& l) { return l.kind == "conv"; }),
+            13);
 }
 
 TEST(ModelTables, ScalingToSmallNKeepsProportions)
@@ -306,8 +312,8 @@ TEST(ModelTables, BadTablesAreConfigErrors)
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "wrong_total.json")
       << R"({"name": "x", "flatten_order": "forward", "total": 7, "layers": [{"name": "a", "size": 5, "kind": "fc"}]})";
-  std::ofstream(dir / "bad_shape.json")
-      << R"({"name": "x", "flatten_order": "forward", "layers": [{"name": "a", "size": 6, "kind": "fc", "shape": [2, 2]}]})";
+  std::ofstream(dir / "bad_shape.json") << R"({"name": "x", "flatten_order": "forward",
+                                             "layers": [{"name": "a", "size": 6, "kind": "fc", "shape": [2, 2]}]})";
   for (const char* file : {"wrong_total.json", "bad_shape.json", "missing.json"}) {
     SCOPED_TRACE(file);
     nlohmann::json spec = {{"source", "calibrated"}, {"model", file}};

@@ -73,6 +73,19 @@ Selections random_selections(int P, std::uint64_t n, std::uint64_t k, std::mt199
   return out;
 }
 
+// Rank r selects indices r, r+P, r+2P, ...: k each, interleaved, all inside the first of P static regions.
+Selections interleaved_in_region_zero(int P, std::uint64_t k)
+{
+  Selections selections(P);
+  for (int r = 0; r < P; ++r) {
+    std::map<Index, float> picked;
+    for (std::uint64_t e = 0; e < k; ++e)
+      picked[static_cast<Index>(e * P + r)] = 1.0f + r;
+    selections[r] = from_map(picked);
+  }
+  return selections;
+}
+
 struct Variant {
   int ranks;
   nlohmann::json params;
@@ -191,13 +204,7 @@ TEST(OkTopk, StaticPartitionHasAHotSpot)
 {
   const int P = 8;
   const std::uint64_t k = 64, n = 100000;
-  Selections selections(P);
-  for (int r = 0; r < P; ++r) {
-    std::map<Index, float> picked;
-    for (std::uint64_t e = 0; e < k; ++e)
-      picked[static_cast<Index>(e * P + r)] = 1.0f + r;  // interleaved, all below n/P
-    selections[r] = from_map(picked);
-  }
+  const Selections selections = interleaved_in_region_zero(P, k);
   const Bytes element = 8;
   auto hot = make_sparse_algorithm({{"name", "oktopk"}, {"partition", "static"}});
   const SparseRun run = run_sparse(*hot, {selections}, n, k);
@@ -211,13 +218,7 @@ TEST(OkTopk, BalancedPartitionSpreadsTheSameInput)
 {
   const int P = 8;
   const std::uint64_t k = 64, n = 100000;
-  Selections selections(P);
-  for (int r = 0; r < P; ++r) {
-    std::map<Index, float> picked;
-    for (std::uint64_t e = 0; e < k; ++e)
-      picked[static_cast<Index>(e * P + r)] = 1.0f + r;
-    selections[r] = from_map(picked);
-  }
+  const Selections selections = interleaved_in_region_zero(P, k);
   auto balanced = make_sparse_algorithm({{"name", "oktopk"}, {"partition", "balanced"}});
   const SparseRun run = run_sparse(*balanced, {selections}, n, k);
   const Bytes element = 8;
