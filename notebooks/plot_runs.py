@@ -30,7 +30,8 @@ def load_run(folder):
             phase_time[row["phase"]].append(float(row["sim_time_s"]))
     iterations = len(totals)
     return {
-        "label": f'{manifest["config"]["algorithm"]["name"]}\nP={manifest["config"]["ranks"]}',
+        "label": f'{manifest["config"]["algorithm"]["name"].replace("dense_", "").replace("_", " ")}'
+        f'\nP={manifest["config"]["ranks"]}',
         "phases": {p: sum(t) / iterations for p, t in phase_time.items()},
         "time": sum(float(r["sim_time_s"]) for r in totals) / iterations,
         "model_time": manifest["closed_form"]["time_s"],
@@ -44,7 +45,7 @@ def main(results_dir, out_png):
     runs = [load_run(d) for d in sorted(Path(results_dir).iterdir()) if (d / "manifest.json").exists()]
     if not runs:
         sys.exit(f"plot_runs: no completed runs (manifest.json) under {results_dir}")
-    fig, (ax_time, ax_bytes) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax_time, ax_bytes) = plt.subplots(1, 2, figsize=(10, 5))
     x = range(len(runs))
     phases = sorted({p for r in runs for p in r["phases"]})
     bottom = [0.0] * len(runs)
@@ -56,13 +57,13 @@ def main(results_dir, out_png):
                     label="closed form (contention-free)")
     ax_time.set_ylabel("simulated time per iteration (ms)")
     ax_time.set_xticks(list(x), [r["label"] for r in runs])
-    ax_time.legend(fontsize=8)
+    ax_time.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
     ax_bytes.bar(x, [r["bytes"] / 2**20 for r in runs], width=0.6, color="tab:gray", label="measured")
     ax_bytes.scatter(x, [r["model_bytes"] / 2**20 for r in runs], color="black", marker="_", s=900, zorder=3,
                      label="closed form")
     ax_bytes.set_ylabel("bytes sent by the busiest rank (MiB)")
     ax_bytes.set_xticks(list(x), [r["label"] for r in runs])
-    ax_bytes.legend(fontsize=8)
+    ax_bytes.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
     fig.suptitle(f"Dense allreduces on {runs[0]['title']}")
     fig.tight_layout()
     fig.savefig(out_png, dpi=150)
