@@ -109,8 +109,11 @@ Arguments parse_arguments(int argc, char** argv)
 std::string joined_command_line(int argc, char** argv)
 {
   std::string line;
-  for (int i = 0; i < argc; ++i)
-    line += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0)
+      line += ' ';
+    line += argv[i];
+  }
   return line;
 }
 

@@ -471,7 +471,7 @@ void select_topk(std::span<const float> x, std::size_t k, SparseVector& out)
     boundary.ties -= tie;
     out.indices[kept] = out.indices[i];
     out.values[kept] = out.values[i];
-    kept += key > boundary.kth_key || tie;
+    kept += (key > boundary.kth_key) | tie;  // "|", not "||": no branch
   }
   out.indices.resize(kept);
   out.values.resize(kept);

@@ -86,6 +86,19 @@ Selections interleaved_in_region_zero(int P, std::uint64_t k)
   return selections;
 }
 
+// Every rank selects indices 0, 1000, 2000, ... (m of them), with rank-dependent values.
+Selections same_indices_every_1000(int P, std::uint64_t m)
+{
+  Selections selections(P);
+  for (int r = 0; r < P; ++r) {
+    std::map<Index, float> picked;
+    for (std::uint64_t e = 0; e < m; ++e)
+      picked[static_cast<Index>(e * 1000)] = 1.0f + r;
+    selections[r] = from_map(picked);
+  }
+  return selections;
+}
+
 struct Variant {
   int ranks;
   nlohmann::json params;
@@ -255,4 +268,35 @@ TEST(OkTopk, ResidualKeepsWhatTheGlobalSelectionDropped)
     expected[result.indices[e]] = result.values[e];
   for (std::size_t i = 0; i < n; ++i)
     EXPECT_EQ(consumed[i], expected[i]) << "index " << i;
+}
+
+// The reference code's quantiles (every floor(m/P)-th selected index) leave the last region with up to
+// m - (P-1) floor(m/P) of every rank's entries; when m/P is small that is a hot spot that the exact
+// quantiles (position floor(j m / P)) do not have. Here m = 2P - 1: stride 1, so the last region keeps
+// P entries of each rank instead of about 2.
+TEST(OkTopk, ReferenceQuantilesOverloadTheLastRegionWhenMOverPIsSmall)
+{
+  const int P = 16;
+  const std::uint64_t m = 2 * P - 1, n = 100000;
+  const Selections selections = same_indices_every_1000(P, m);
+  auto reference = make_sparse_algorithm({{"name", "oktopk"}, {"quantiles", "reference_stride"}});
+  const SparseRun run = run_sparse(*reference, {selections}, n, m);
+  const Bytes element = 8;
+  // Boundaries land on j*1000: region j < P-1 holds entry j of each rank, the last region entries 15..30.
+  EXPECT_EQ(run.phase(0, P - 1, "split").bytes_recv, static_cast<Bytes>(P) * (P - 1) * element);
+  for (int r = 0; r < P - 1; ++r)
+    EXPECT_EQ(run.phase(0, r, "split").bytes_recv, (P - 1) * element) << "rank " << r;
+}
+
+// The same input with the exact quantiles (positions floor(j m / P): 1, 3, 5, ..., 29): every region holds at
+// most two entries of each rank.
+TEST(OkTopk, ExactQuantilesSpreadTheSameInput)
+{
+  const int P = 16;
+  const std::uint64_t m = 2 * P - 1, n = 100000;
+  auto exact = make_sparse_algorithm({{"name", "oktopk"}});
+  const SparseRun run = run_sparse(*exact, {same_indices_every_1000(P, m)}, n, m);
+  const Bytes element = 8;
+  for (int r = 0; r < P; ++r)
+    EXPECT_LE(run.phase(0, r, "split").bytes_recv, 2 * (P - 1) * element) << "rank " << r;
 }
