@@ -4,6 +4,7 @@
 #include "sim/calibrated_source.hpp"
 #include "sim/driver.hpp"
 #include "sim/gradient_stats.hpp"
+#include "sim/memory.hpp"
 #include "sim/results.hpp"
 #include "sim/sweep.hpp"
 #include "topologies/network_graph.hpp"
@@ -122,6 +123,7 @@ int command_run(const Arguments& args, const std::string& command_line)
   const sparsim::ExperimentConfig config =
       args.relative_to.empty() ? sparsim::load_config(args.config)
                                : sparsim::load_config(args.config, nullptr, std::filesystem::path(args.relative_to));
+  sparsim::check_memory(config);
   const std::filesystem::path out = args.out.empty() ? std::filesystem::path("results") / config.name : std::filesystem::path(args.out);
   if (!args.quiet)
     fmt::print(stderr, "sparsim: running {} ({} on {} ranks, {} iteration(s))\n", args.config,
@@ -154,13 +156,15 @@ std::vector<simgrid::s4u::Host*> build_platform(const sparsim::ExperimentConfig&
 int command_validate(const Arguments& args)
 {
   const sparsim::ExperimentConfig config = sparsim::load_config(args.config);
+  sparsim::check_memory(config);
   const auto routes = sparsim::summarize_routes(build_platform(config));
+  const auto memory = sparsim::estimate_memory(config);
   fmt::print("{}: valid\n  {} on {} ranks, n = {}, {} iteration(s)\n  platform {}\n  routes latency {} .. {}, "
-             "bottleneck bandwidth {} .. {}\n",
+             "bottleneck bandwidth {} .. {}\n  memory   about {} ({})\n",
              args.config, config.algorithm->name(), config.ranks, config.workload.n, config.iterations,
              config.topology->describe(), sparsim::format_duration(routes.latency_min),
              sparsim::format_duration(routes.latency_max), sparsim::format_bandwidth(routes.bandwidth_min),
-             sparsim::format_bandwidth(routes.bandwidth_max));
+             sparsim::format_bandwidth(routes.bandwidth_max), sparsim::format_bytes(memory.bytes), memory.breakdown);
   return 0;
 }
 

@@ -1,5 +1,7 @@
 #include "sim/results.hpp"
 
+#include "sim/memory.hpp"
+
 #include <simgrid/version.h>
 
 #include <cstdio>
@@ -132,6 +134,7 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
       {"simulated_messages", output.messages},
       {"wall_time_s", output.wall_time},
       {"peak_rss_bytes", output.peak_rss_bytes},
+      {"memory_estimate_bytes", estimate_memory(config).bytes},
       {"training", config.gradients->training_log()},
       {"files", {"results.csv", "ranks.csv"}},
   };

@@ -1,6 +1,7 @@
 #include "sim/sweep.hpp"
 
 #include "sim/config.hpp"
+#include "sim/memory.hpp"
 #include "sim/results.hpp"
 
 #include <chrono>
@@ -144,7 +145,7 @@ Sweep load_sweep(const std::filesystem::path& file)
         set_path(point.config, path, v);
     }
     try {
-      parse_config(point.config, sweep.config_dir);
+      check_memory(parse_config(point.config, sweep.config_dir));
     } catch (const ConfigError& e) {
       throw ConfigError(fmt::format("[point {}] {}", point_label(sweep, point), e.path()), e.value(), e.expected());
     }

@@ -39,8 +39,9 @@ struct Sweep {
   std::filesystem::path config_dir;  // where relative paths in the configs resolve
 };
 
-// Reads and expands a sweep file; every point's config is checked with parse_config (ConfigError on failure,
-// its path prefixed with the point's axis values).
+// Reads and expands a sweep file; every point's config is checked with parse_config and its memory estimate
+// with check_memory (ConfigError on failure, its path prefixed with the point's axis values; the estimate is
+// per point: running points in parallel needs the sum).
 Sweep load_sweep(const std::filesystem::path& file);
 
 struct SweepOptions {

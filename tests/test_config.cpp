@@ -118,6 +118,16 @@ TEST(Config, BrokenConfigsNameTheField)
   expect_rejected(c, "simulation.verify");
 }
 
+TEST(Config, RunsThatCannotFitAreRefusedWithTheEstimate)
+{
+  auto c = good_config();
+  c["ranks"] = 4096;
+  c["topology"]["nodes"] = 4096;
+  c["algorithm"]["name"] = "topka";
+  c["workload"]["n"] = 100'000'000;  // 4096 residuals of 400 MB: 1.6 TB
+  expect_rejected(c, "ranks", "fits in memory");
+}
+
 TEST(Config, MalformedJsonIsAConfigError)
 {
   const auto dir = scratch_dir("malformed");

@@ -1,0 +1,50 @@
+#include "sim/memory.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+namespace sparsim {
+
+MemoryEstimate estimate_memory(const ExperimentConfig& config)
+{
+  const double P = config.ranks;
+  const double n = static_cast<double>(config.workload.n);
+  const double k = static_cast<double>(config.workload.k);
+  const double element = config.workload.wire.index_bytes + config.workload.wire.value_bytes;
+  MemoryEstimate estimate;
+  auto add = [&](const char* what, double bytes) {
+    estimate.bytes += bytes;
+    estimate.breakdown += fmt::format("{}{} {}", estimate.breakdown.empty() ? "" : " + ", what, format_bytes(bytes));
+  };
+  if (config.algorithm_kind == "sparse") {
+    add("residuals (P*n floats)", P * n * 4);
+    add("gradient buffer", n * 4);
+    // A selection, its slices in flight and the gathered result: a few copies of P*k pairs in all.
+    add("selections and messages", 4 * P * k * element);
+  } else if (config.workload.data == "real") {
+    // Each rank's vector plus the blocks in flight (up to a whole vector per rank in recursive doubling).
+    add("vectors (2*P*n floats)", 2 * P * n * 4);
+  }
+  if (config.verify)
+    add("verification (2 n doubles)", 2 * n * 8);
+  return estimate;
+}
+
+double physical_memory_bytes()
+{
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+void check_memory(const ExperimentConfig& config)
+{
+  const MemoryEstimate estimate = estimate_memory(config);
+  const double available = 0.9 * physical_memory_bytes();
+  if (estimate.bytes > available)
+    throw ConfigError("ranks", std::to_string(config.ranks),
+                      fmt::format("a run that fits in memory: it needs about {} ({}), more than 90% of this "
+                                  "machine's {}",
+                                  format_bytes(estimate.bytes), estimate.breakdown,
+                                  format_bytes(physical_memory_bytes())));
+}
+
+}  // namespace sparsim
