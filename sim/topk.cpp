@@ -10,9 +10,10 @@
 //
 // select_topk and kth_largest_magnitude share find_topk:
 // 1. Range: from a stratified random sample of x, the key range [lo, hi] that holds the k-th largest key with
-//    overwhelming probability (small inputs: the exact k-th largest key, lo = hi).
+//    overwhelming probability (small inputs: all keys).
 // 2. Candidates: one compaction pass (as in select_above) collects every entry with key >= lo, in index order. If
-//    there are fewer than k (the sample was wrong), the range is recomputed exactly and the pass repeated.
+//    there are fewer than k (the sample was wrong), the range becomes the radix bucket that holds the k-th largest
+//    key, from a histogram of all keys, and the pass is repeated.
 // 3. Exact select: the candidates with key > hi are certainly in the top k; a radix select among the keys of the
 //    others (the band, a fraction of the candidates) gives the exact k-th largest key and how many ties to keep.
 // select_topk then keeps, in one pass over the candidates, the keys above the k-th and the first ties.
@@ -24,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 
 // The AVX-512 kernel is compiled on x86 unless SPARSIM_DISABLE_AVX512 is defined (to measure and test the portable
@@ -197,7 +199,7 @@ void append_above(std::span<const float> x, float threshold, CompactionIsa isa, 
 }
 
 // A generous estimate of count_above(x, threshold) from a sample, to reserve the output of select_above: growing
-// it instead (reallocate, copy, fault in new pages) costs 10-40% of a read pass at 1-2% density. Over-reserving is
+// it instead (reallocate, copy, fault in new pages) cost 10-50% of a read pass at 1-2% density. Over-reserving is
 // cheap, pages that are never written are never faulted in.
 std::size_t estimated_count_above(std::span<const float> x, float threshold)
 {
@@ -273,7 +275,7 @@ RankedKey select_rank(std::vector<Key>& keys, std::size_t rank, Key lo, Key hi)
 
 // ---- Range of the k-th largest key ----
 
-constexpr std::size_t kExactBelow = std::size_t{1} << 14;  // below this n, compute the exact range directly
+constexpr std::size_t kSampleFrom = std::size_t{1} << 14;  // smaller inputs take every entry as a candidate
 constexpr std::size_t kEntriesPerSample = 256;              // sample size n / 256 ...
 constexpr std::size_t kMaxSamples = std::size_t{1} << 15;   // ... up to 2^15
 
@@ -285,20 +287,26 @@ struct KeyRange {
   std::size_t expected_candidates = 0;  // a generous estimate of the number of entries with key >= lo
 };
 
-// The exact range lo = hi = key of the min(k, m)-th largest of the m non-NaN entries (k >= 1; the default range
-// when m = 0).
-KeyRange exact_range(std::span<const float> x, std::size_t k)
+// A range that certainly holds the min(k, m)-th largest of the m non-NaN keys (k >= 1; the default range when m = 0):
+// the radix bucket that holds it, from a histogram of the top kRadixBits bits of every key. Costs a pass over x with a
+// scattered increment per entry, about 3 read passes: the fallback for when the sample was wrong.
+KeyRange histogram_range(std::span<const float> x, std::size_t k)
 {
-  std::vector<Key> keys;
-  keys.reserve(x.size());
+  constexpr int kShift = 31 - kRadixBits;  // keys have 31 bits
+  std::vector<std::uint32_t> histogram(std::size_t{1} << kRadixBits);
   for (float v : x)
     if (magnitude_key(v) <= kInfKey)
-      keys.push_back(magnitude_key(v));
-  if (keys.empty())
+      ++histogram[magnitude_key(v) >> kShift];
+  const std::size_t rank = std::min(k, std::accumulate(histogram.begin(), histogram.end(), std::size_t{0}));
+  if (rank == 0)
     return {};
-  const std::size_t rank = std::min(k, keys.size());
-  const Key key = select_rank(keys, rank, 0, kInfKey).key;
-  return {key, key, rank};
+  // From the top bucket down to the one holding the rank-th largest key.
+  std::size_t above = 0;
+  std::size_t bucket = histogram.size() - 1;
+  for (; above + histogram[bucket] < rank; --bucket)
+    above += histogram[bucket];
+  const Key lo = static_cast<Key>(bucket << kShift);
+  return {lo, std::min(kInfKey, lo + ((Key{1} << kShift) - 1)), above + histogram[bucket]};
 }
 
 // The range from the sample (k >= 1). Among the s sampled positions, the number of keys >= the k-th largest key of x
@@ -348,10 +356,9 @@ TopkBoundary find_topk(std::span<const float> x, std::size_t k, SparseVector& c)
     return result;
   const CompactionIsa isa = best_compaction_isa();
 
-  // Phase 1: the key range of the k-th largest magnitude.
+  // Phase 1: the key range of the k-th largest magnitude; small inputs take every non-NaN entry as a candidate.
   const std::vector<std::size_t> positions = detail::sample_positions(x.size());
-  const bool sampled = !positions.empty();
-  KeyRange range = sampled ? sampled_range(x, k, positions) : exact_range(x, k);
+  KeyRange range = positions.empty() ? KeyRange{0, kInfKey, x.size()} : sampled_range(x, k, positions);
 
   // Phase 2: candidates key >= lo, i.e. |x| > the float just below lo (-1 selects every non-NaN entry).
   auto collect = [&] {
@@ -361,9 +368,9 @@ TopkBoundary find_topk(std::span<const float> x, std::size_t k, SparseVector& c)
     append_above(x, below_lo, isa, c);
   };
   collect();
-  if (sampled && c.size() < k && range.lo > 0) {
-    // The sample put lo above the k-th largest key: fall back to the exact range (rare for any input).
-    range = exact_range(x, k);
+  if (c.size() < k && range.lo > 0) {
+    // The sample put lo above the k-th largest key (rare for any input): fall back to a range that is certainly right.
+    range = histogram_range(x, k);
     collect();
   }
   // Fewer candidates than k only when lo = 0, i.e. the candidates are all non-NaN entries.
@@ -400,7 +407,7 @@ namespace detail {
 
 std::vector<std::size_t> sample_positions(std::size_t n)
 {
-  if (n < kExactBelow)
+  if (n < kSampleFrom)
     return {};
   return stratified_positions(n, std::min(kMaxSamples, n / kEntriesPerSample));
 }

@@ -30,8 +30,9 @@ namespace sparsim {
 // the k-th largest magnitude with overwhelming probability; one streaming compaction pass (as in select_above)
 // collects the candidates |x| >= lo; a radix select among the candidates in [lo, hi] (those above hi are certainly in)
 // finds the exact k-th largest magnitude, and a final pass over the candidates keeps the top k. When the sample was
-// wrong (fewer than k candidates), the k-th largest magnitude is computed exactly by a radix select over all of x and
-// the compaction repeated, so the result is exact for every input. About 1.2-2x one read pass of x at n = 2^26.
+// wrong (fewer than k candidates), a histogram of all magnitudes' top bits gives a range that is certainly right and
+// the compaction is repeated, so the result is exact for every input. 1.3-1.9x one read pass of x at n = 2^26 and
+// 0.1-2% density with AVX-512 (docs/benchmarks.md); about 5.5x when the fallback is taken.
 SparseVector select_topk(std::span<const float> x, std::size_t k);
 
 // The same top-k as select_topk, computed the plain way; this is the oracle of the tests and the baseline of the
@@ -70,8 +71,8 @@ SparseVector select_above(std::span<const float> x, float threshold, CompactionI
 
 namespace detail {
 // The positions select_topk samples for an input of n entries (stratified: one pseudo-random position per stratum,
-// always the same for the same n); empty when n is small enough for an exact selection from the start. Exposed so
-// that tests can build inputs that fool the sample and exercise the fallback.
+// always the same for the same n); empty when n is small and every entry is a candidate. Exposed so that tests can
+// build inputs that fool the sample and exercise the fallback.
 std::vector<std::size_t> sample_positions(std::size_t n);
 }  // namespace detail
 
