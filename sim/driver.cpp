@@ -1,5 +1,6 @@
 #include "sim/driver.hpp"
 
+#include "algorithms/registry.hpp"
 #include "sim/selection.hpp"
 
 #include <simgrid/s4u/Actor.hpp>
@@ -250,27 +251,42 @@ void end_iteration(RunState& run, Communicator& comm, Seconds start, RankIterati
 }
 
 // The rank loop of a dense allreduce: gradient in, sum out.
-void run_dense_rank(RunState& run, DenseVerifier& verifier, RankId rank)
+// The dense ring allreduce of the warm-up iterations.
+std::unique_ptr<DenseAllreduce> make_dense_ring_allreduce()
+{
+  const nlohmann::json spec = {{"name", "dense_ring"}};
+  auto algorithm = parse_algorithm(JsonReader(spec, "warmup"));
+  return std::unique_ptr<DenseAllreduce>(dynamic_cast<DenseAllreduce*>(algorithm.release()));
+}
+
+// One dense iteration: the rank's gradient in, the sum out (and into a closed-loop source).
+void dense_iteration(RunState& run, Communicator& comm, DenseVerifier& verifier, const DenseAllreduce& algorithm,
+                     int it)
 {
   const ExperimentConfig& config = run.config;
-  const auto& algorithm = dynamic_cast<const DenseAllreduce&>(*config.algorithm);
-  Communicator comm(run.world, rank);
-  for (int it = 0; it < config.iterations; ++it) {
-    const Seconds start = begin_iteration(run, comm);
-    DenseVector data;
-    data.length = config.workload.n;
-    if (config.workload.data == "real") {
-      data.values.resize(data.length);
-      config.gradients->generate(rank, it, data.values);
-    }
-    algorithm.allreduce(comm, data);
-    end_iteration(run, comm, start, run.records[it][rank]);
-    if (rank == 0)
-      config.gradients->apply_dense_update(it, data.values, config.ranks);
-    if (config.verify)
-      run.note_verification(verifier.check(it, data), rank, it);
-    run.progress(rank, it);
+  const RankId rank = comm.rank();
+  const Seconds start = begin_iteration(run, comm);
+  DenseVector data;
+  data.length = config.workload.n;
+  if (config.workload.data == "real") {
+    data.values.resize(data.length);
+    config.gradients->generate(rank, it, data.values);
   }
+  algorithm.allreduce(comm, data);
+  end_iteration(run, comm, start, run.records[it][rank]);
+  if (rank == 0)
+    config.gradients->apply_dense_update(it, data.values, config.ranks);
+  if (config.verify)
+    run.note_verification(verifier.check(it, data), rank, it);
+  run.progress(rank, it);
+}
+
+void run_dense_rank(RunState& run, DenseVerifier& verifier, RankId rank)
+{
+  const auto& algorithm = dynamic_cast<const DenseAllreduce&>(*run.config.algorithm);
+  Communicator comm(run.world, rank);
+  for (int it = 0; it < run.config.iterations; ++it)
+    dense_iteration(run, comm, verifier, algorithm, it);
 }
 
 // Local selection, charged in simulated time by the compute model (phase "selection").
@@ -294,7 +310,7 @@ SparseVector select_and_charge(LocalSelector& selector, std::span<const float> a
 
 // The rank loop of a sparse allreduce with error feedback: acc = residual + gradient; select locally;
 // reduce; the residual keeps acc minus what the algorithm's rule says was consumed.
-void run_sparse_rank(RunState& run, SparseVerifier& verifier, RankId rank)
+void run_sparse_rank(RunState& run, SparseVerifier& verifier, DenseVerifier& warmup_verifier, RankId rank)
 {
   const ExperimentConfig& config = run.config;
   const auto& algorithm = dynamic_cast<const SparseAllreduce&>(*config.algorithm);
@@ -305,7 +321,12 @@ void run_sparse_rank(RunState& run, SparseVerifier& verifier, RankId rank)
   LocalSelector selector(config.selection);
   auto state = algorithm.make_rank_state(rank, config.ranks, n);
 
-  for (int it = 0; it < config.iterations; ++it) {
+  // Dense warm-up iterations (iteration counters include them): a ring allreduce of the gradient itself.
+  const auto warmup = make_dense_ring_allreduce();
+  for (int it = 0; it < std::min(config.iterations, config.selection.warmup_iterations); ++it)
+    dense_iteration(run, comm, warmup_verifier, *warmup, it);
+
+  for (int it = config.selection.warmup_iterations; it < config.iterations; ++it) {
     const Seconds start = begin_iteration(run, comm);
     // Error feedback: the residual becomes the accumulated gradient. The gradient buffer is shared by all
     // ranks: actors run one at a time and nothing here yields to the simulation.
@@ -406,7 +427,7 @@ RunOutput run_experiment(const ExperimentConfig& config, bool show_progress)
     simgrid::s4u::Actor::create(fmt::format("rank{}", rank), rank_hosts[rank], [&, rank] {
       try {
         if (sparse_verifier)
-          run_sparse_rank(run, *sparse_verifier, rank);
+          run_sparse_rank(run, *sparse_verifier, dense_verifier, rank);
         else
           run_dense_rank(run, dense_verifier, rank);
         ++finished_ranks;

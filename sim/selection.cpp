@@ -19,7 +19,10 @@ ThresholdRules threshold_rules(const std::string& preset)
 
 nlohmann::json SelectionConfig::to_json() const
 {
-  return {{"policy", policy}, {"reevaluate_every", reevaluate_every}, {"rules", rules.preset}};
+  return {{"policy", policy},
+          {"reevaluate_every", reevaluate_every},
+          {"rules", rules.preset},
+          {"warmup_iterations", warmup_iterations}};
 }
 
 SelectionConfig parse_selection(JsonReader selection, const std::string& default_policy)
@@ -27,6 +30,7 @@ SelectionConfig parse_selection(JsonReader selection, const std::string& default
   SelectionConfig config;
   config.policy = selection.get_enum("policy", {"exact", "threshold_reuse"}, default_policy);
   config.reevaluate_every = static_cast<int>(selection.get_int("reevaluate_every", 32, 1, 1'000'000));
+  config.warmup_iterations = static_cast<int>(selection.get_int("warmup_iterations", 0, 0, 1'000'000));
   config.rules = threshold_rules(selection.get_enum("rules", {"vgg", "lstm", "bert"}, "vgg"));
   selection.finish();
   return config;

@@ -37,6 +37,7 @@ struct SelectionConfig {
   std::string policy = "exact";  // "exact" or "threshold_reuse"
   int reevaluate_every = 32;     // tau'
   ThresholdRules rules = threshold_rules("vgg");
+  int warmup_iterations = 0;     // dense iterations before sparsification (counted in the iterations)
   nlohmann::json to_json() const;
 };
 // Reads the config's "selection" object; `default_policy` comes from the algorithm.

@@ -71,3 +71,22 @@ TEST(RankLoop, ThresholdReuseDriftsAndIsReported)
   }
   EXPECT_TRUE(drifted) << "threshold reuse selected exactly k every iteration";
 }
+
+TEST(RankLoop, WarmupIterationsAreDenseRingAllreduces)
+{
+  auto config = topka_config({{"selection", "free"}}, "exact");
+  config["selection"]["warmup_iterations"] = 2;
+  CliResult run = run_config(config, "warmup");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (auto& total : total_rows(run.dir)) {
+    const int it = std::stoi(total.at("iteration"));
+    if (it < 2) {
+      EXPECT_EQ(number(total, "bytes_sent_max"), 2 * 4.0 * 50000 * 3 / 4);  // the ring's 2n(P-1)/P floats
+      EXPECT_EQ(total.at("local_selected_max"), "0");
+    } else {
+      EXPECT_EQ(total.at("local_selected_max"), "500");
+    }
+  }
+  auto manifest = nlohmann::json::parse(read_text(run.dir / "manifest.json"));
+  EXPECT_LE(manifest["verification"]["max_error_over_tolerance"].get<double>(), 1.0);
+}
