@@ -383,25 +383,38 @@ std::vector<std::string> simgrid_options(const NetworkOptions& network)
   };
 }
 
-RunOutput run_experiment(const ExperimentConfig& config, bool show_progress)
+simgrid::s4u::Engine& start_engine(const NetworkOptions& network)
 {
-  const auto wall_start = std::chrono::steady_clock::now();
+  static std::unique_ptr<simgrid::s4u::Engine> engine;
+  if (!engine) {
+    // The engine takes argc/argv; hand it the network model options.
+    std::vector<std::string> args = {"sparsim"};
+    for (const auto& option : simgrid_options(network))
+      args.push_back(option);
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    int argc = static_cast<int>(argv.size());
+    engine = std::make_unique<simgrid::s4u::Engine>(&argc, argv.data());
+  }
+  return *engine;
+}
 
-  // The engine takes argc/argv; hand it the network model options.
-  std::vector<std::string> args = {"sparsim"};
-  for (const auto& option : simgrid_options(config.network))
-    args.push_back(option);
-  std::vector<char*> argv;
-  for (auto& a : args)
-    argv.push_back(a.data());
-  int argc = static_cast<int>(argv.size());
-  simgrid::s4u::Engine engine(&argc, argv.data());
-
-  // Platform and rank placement.
+std::vector<simgrid::s4u::Host*> build_rank_hosts(const ExperimentConfig& config)
+{
   const std::vector<simgrid::s4u::Host*> nodes = config.topology->build();
   std::vector<simgrid::s4u::Host*> rank_hosts;
   for (std::size_t node : place_ranks(config.placement, config.ranks, nodes.size()))
     rank_hosts.push_back(nodes[node]);
+  return rank_hosts;
+}
+
+RunOutput run_experiment(const ExperimentConfig& config, bool show_progress)
+{
+  const auto wall_start = std::chrono::steady_clock::now();
+
+  simgrid::s4u::Engine& engine = start_engine(config.network);
+  const std::vector<simgrid::s4u::Host*> rank_hosts = build_rank_hosts(config);
 
   RunOutput out;
   out.routes = summarize_routes(rank_hosts);

@@ -12,6 +12,11 @@
 #include <string>
 #include <vector>
 
+namespace simgrid::s4u {
+class Engine;
+class Host;
+}  // namespace simgrid::s4u
+
 namespace sparsim {
 
 // One row of results.csv: a phase of one iteration (phase "total" for the whole iteration).
@@ -72,5 +77,10 @@ void consume_selection(std::vector<float>& acc, const SparseVector& selection, c
 
 // SimGrid command-line options for the config's network model.
 std::vector<std::string> simgrid_options(const NetworkOptions& network);
+// Starts SimGrid's engine with those options. The engine exists once per process: the first call creates
+// it, later calls return it unchanged.
+simgrid::s4u::Engine& start_engine(const NetworkOptions& network);
+// Builds the config's platform in the engine and returns each rank's host (placement applied).
+std::vector<simgrid::s4u::Host*> build_rank_hosts(const ExperimentConfig& config);
 
 }  // namespace sparsim

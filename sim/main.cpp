@@ -135,29 +135,12 @@ int command_run(const Arguments& args, const std::string& command_line)
   return 0;
 }
 
-// Builds the platform of a config in a fresh engine and returns the placed ranks' hosts.
-std::vector<simgrid::s4u::Host*> build_platform(const sparsim::ExperimentConfig& config)
-{
-  std::vector<std::string> args = {"sparsim"};
-  for (const auto& option : sparsim::simgrid_options(config.network))
-    args.push_back(option);
-  std::vector<char*> argv;
-  for (auto& a : args)
-    argv.push_back(a.data());
-  int argc = static_cast<int>(argv.size());
-  static simgrid::s4u::Engine engine(&argc, argv.data());
-  const auto nodes = config.topology->build();
-  std::vector<simgrid::s4u::Host*> rank_hosts;
-  for (std::size_t node : sparsim::place_ranks(config.placement, config.ranks, nodes.size()))
-    rank_hosts.push_back(nodes[node]);
-  return rank_hosts;
-}
-
 int command_validate(const Arguments& args)
 {
   const sparsim::ExperimentConfig config = sparsim::load_config(args.config);
   sparsim::check_memory(config);
-  const auto routes = sparsim::summarize_routes(build_platform(config));
+  sparsim::start_engine(config.network);
+  const auto routes = sparsim::summarize_routes(sparsim::build_rank_hosts(config));
   const auto memory = sparsim::estimate_memory(config);
   fmt::print("{}: valid\n  {} on {} ranks, n = {}, {} iteration(s)\n  platform {}\n  routes latency {} .. {}, "
              "bottleneck bandwidth {} .. {}\n  memory   about {} ({})\n",

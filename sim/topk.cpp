@@ -95,6 +95,16 @@ constexpr std::size_t kChunk = 2048;          // entries per chunk; the scratch 
 constexpr std::size_t kPrefetchAhead = 2048;  // entries (8 KiB) ahead of the current one
 
 // Ask for the cache line kPrefetchAhead entries past x[i] (clamped to the end of x); a hint, never a fault.
+// Entries of group[0, kLanes) with |x| > threshold: a branch-free count the compiler vectorizes.
+int hits_in_group(const float* group, float threshold)
+{
+  int hits = 0;
+#pragma GCC unroll 1  // keep the loop for the vectorizer (unrolled first, GCC 12 leaves it scalar)
+  for (std::size_t j = 0; j < kLanes; ++j)
+    hits += std::fabs(group[j]) > threshold;
+  return hits;
+}
+
 void prefetch_ahead(std::span<const float> x, std::size_t i)
 {
   __builtin_prefetch(x.data() + std::min(i + kPrefetchAhead, x.size() - 1));
@@ -114,10 +124,7 @@ std::size_t compact_chunk_portable(std::span<const float> x, std::size_t begin, 
     prefetch_ahead(x, i);
     // Count the group's hits first (vectorized); at top-k densities most groups have none.
     const float* group = x.data() + i;
-    int hits = 0;
-#pragma GCC unroll 1  // keep the loop for the vectorizer (unrolled first, GCC 12 leaves it scalar)
-    for (std::size_t j = 0; j < kLanes; ++j)
-      hits += std::fabs(group[j]) > threshold;
+    const int hits = hits_in_group(group, threshold);
     if (hits == 0)
       continue;
     // Write every entry of the group at the end of the output and advance only over hits: no branch per entry.
@@ -454,10 +461,7 @@ std::size_t count_above(std::span<const float> x, float threshold)
   for (; i + kLanes <= x.size(); i += kLanes) {
     prefetch_ahead(x, i);
     const float* group = x.data() + i;
-    int hits = 0;
-#pragma GCC unroll 1  // keep the loop for the vectorizer (unrolled first, GCC 12 leaves it scalar)
-    for (std::size_t j = 0; j < kLanes; ++j)
-      hits += std::fabs(group[j]) > threshold;
+    const int hits = hits_in_group(group, threshold);
     count += static_cast<std::size_t>(hits);
   }
   for (; i < x.size(); ++i)

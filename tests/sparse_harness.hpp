@@ -4,6 +4,7 @@
 #pragma once
 
 #include "algorithms/registry.hpp"
+#include "sim/driver.hpp"
 #include "sim/comm.hpp"
 #include "sim/sparse.hpp"
 
@@ -57,13 +58,7 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
 {
   namespace sg4 = simgrid::s4u;
   const int P = static_cast<int>(selections.at(0).size());
-  std::vector<std::string> args{"harness", "--cfg=network/model:CM02", "--cfg=network/crosstraffic:0",
-                                "--log=root.thresh:warning", "--log=xbt_cfg.thresh:warning"};
-  std::vector<char*> argv;
-  for (auto& a : args)
-    argv.push_back(a.data());
-  int argc = static_cast<int>(argv.size());
-  static sg4::Engine engine(&argc, argv.data());
+  sg4::Engine& engine = start_engine(NetworkOptions{});  // CM02 without cross traffic
   auto* zone = sg4::create_star_zone("star");
   std::vector<sg4::Host*> hosts;
   for (int i = 0; i < P; ++i) {
