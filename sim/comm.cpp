@@ -2,6 +2,9 @@
 
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Host.hpp>
+#include <simgrid/s4u/Mailbox.hpp>
+
+#include <utility>
 
 namespace sparsim {
 namespace {
@@ -16,8 +19,15 @@ World::World(std::vector<simgrid::s4u::Host*> rank_hosts, WireFormat wire)
     , phase_names_{"other"}
     , barrier_(simgrid::s4u::Barrier::create(static_cast<unsigned>(hosts_.size())))
 {
-  for (auto& inbox : inboxes_)
-    inbox.wakeup = simgrid::s4u::Semaphore::create(0);
+}
+
+simgrid::s4u::Mailbox* World::take_mailbox()
+{
+  if (free_mailboxes_.empty())
+    return simgrid::s4u::Mailbox::by_name("sparsim/" + std::to_string(mailboxes_created_++));
+  simgrid::s4u::Mailbox* mailbox = free_mailboxes_.back();
+  free_mailboxes_.pop_back();
+  return mailbox;
 }
 
 PhaseId World::intern_phase(std::string_view name)
@@ -50,16 +60,6 @@ Communicator::Communicator(World& world, RankId rank)
 {
 }
 
-void World::start_transfer(Message& message)
-{
-  message.activity = simgrid::s4u::Comm::sendto_async(hosts_[message.source], hosts_[message.dest], message.bytes);
-  // A rank blocked on this message before it started now becomes its waiter.
-  if (message.blocked_rank >= 0) {
-    inboxes_[message.blocked_rank].wakeup->release();
-    message.blocked_rank = -1;
-  }
-}
-
 Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void> payload, std::type_index type,
                                 Bytes bytes)
 {
@@ -75,18 +75,22 @@ Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void
   Request request;
   request.peer_ = dest;
   request.tag_ = tag;
+  // Take a mailbox before looking for a match: creating one yields to SimGrid, and the tables must not
+  // change between the look-up and the insertion.
+  simgrid::s4u::Mailbox* spare = world_.take_mailbox();
   auto& inbox = world_.inboxes_[dest];
   const std::uint64_t key = match_key(rank_, tag);
   auto posted = inbox.unmatched_receives.find(key);
   const bool receive_posted = posted != inbox.unmatched_receives.end();
   if (receive_posted) {
-    // The receive is already posted: fill it and start the transfer now.
+    // The receive is already posted on its mailbox: this half starts the transfer.
     request.message_ = std::move(posted->second.front());
     posted->second.erase(posted->second.begin());
     if (posted->second.empty())
       inbox.unmatched_receives.erase(posted);
   } else {
     request.message_ = std::make_shared<Message>();
+    request.message_->mailbox = std::exchange(spare, nullptr);
     inbox.unmatched_sends[key].push_back(request.message_);
   }
   Message& message = *request.message_;
@@ -95,8 +99,11 @@ Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void
   message.bytes = bytes;
   message.payload = std::move(payload);
   message.type = type;
+  request.transfer_ = message.mailbox->put_async(&message, bytes);
   if (receive_posted)
-    world_.start_transfer(message);
+    world_.return_mailbox(message.mailbox);  // both halves are posted: SimGrid has emptied it
+  if (spare)
+    world_.return_mailbox(spare);
   return request;
 }
 
@@ -108,20 +115,28 @@ Request Communicator::irecv(RankId source, Tag tag)
   request.receive_ = true;
   request.peer_ = source;
   request.tag_ = tag;
+  simgrid::s4u::Mailbox* spare = world_.take_mailbox();  // before the look-up, as in post_send
   auto& inbox = world_.inboxes_[rank_];
   const std::uint64_t key = match_key(source, tag);
   auto sent = inbox.unmatched_sends.find(key);
-  if (sent != inbox.unmatched_sends.end()) {
-    // The send is already posted: match it and start the transfer now.
+  const bool send_posted = sent != inbox.unmatched_sends.end();
+  if (send_posted) {
+    // The send is already posted on its mailbox: this half starts the transfer.
     request.message_ = std::move(sent->second.front());
     sent->second.erase(sent->second.begin());
     if (sent->second.empty())
       inbox.unmatched_sends.erase(sent);
-    world_.start_transfer(*request.message_);
   } else {
     request.message_ = std::make_shared<Message>();
+    request.message_->mailbox = std::exchange(spare, nullptr);
     inbox.unmatched_receives[key].push_back(request.message_);
   }
+  Message& message = *request.message_;
+  request.transfer_ = message.mailbox->get_async(&message.landing);
+  if (send_posted)
+    world_.return_mailbox(message.mailbox);
+  if (spare)
+    world_.return_mailbox(spare);
   return request;
 }
 
@@ -129,30 +144,11 @@ void Communicator::wait(Request& request)
 {
   if (request.done_)
     return;
-  wait_transfer(*request.message_);
+  request.transfer_->wait();
+  request.transfer_ = nullptr;
   request.done_ = true;
   if (!request.receive_)
     request.message_.reset();  // the sender keeps nothing once delivered
-}
-
-void Communicator::wait_transfer(Message& message)
-{
-  // Until the transfer has started (both sides posted), or while the other side waits on it, block; the
-  // first rank to find it started and unwaited waits on the SimGrid activity and then wakes the other.
-  while (!message.finished) {
-    if (message.activity && !message.being_waited) {
-      message.being_waited = true;
-      message.activity->wait();
-      message.finished = true;
-      if (message.blocked_rank >= 0) {
-        world_.inboxes_[message.blocked_rank].wakeup->release();
-        message.blocked_rank = -1;
-      }
-      return;
-    }
-    message.blocked_rank = rank_;
-    world_.inboxes_[rank_].wakeup->acquire();
-  }
 }
 
 void Communicator::wait_all(std::vector<Request>& requests)

@@ -2,10 +2,13 @@
 //
 // Transport model (rendezvous, as MPI uses for large messages and as the alpha-beta closed forms assume):
 // a message's transfer starts when both its send and its matching receive have been posted; it is then a
-// host-to-host SimGrid transfer (Comm::sendto_async) of wire_bytes(payload) bytes. The handshake itself is
-// not charged. Receives match by (source, tag), in posting order per (source, tag); SimGrid's own mailboxes
-// match any source in FIFO order, which makes all-to-all phases fragile. A send completes when its data
-// has arrived, and so does the matching receive.
+// SimGrid transfer of wire_bytes(payload) bytes between the two ranks' hosts. The handshake itself is not
+// charged. Receives match by (source, tag), in posting order per (source, tag); SimGrid's own mailboxes
+// match any source in FIFO order, which makes all-to-all phases fragile, so each unmatched message gets a
+// mailbox of its own (reused once matched). A send completes when its data has arrived, and so does the
+// matching receive. (SimGrid 3.32's host-to-host Comm::sendto_async is not used: it registers every
+// transfer in one global list that each completion scans, which made the cost per message grow with
+// the number of messages in flight; see docs/scale.md.)
 //
 // Accounting: every message is counted when its send is posted, for the sender (sent) and the receiver
 // (received), under the sender's current phase. Phase time is the simulated time each rank spends while
@@ -18,7 +21,6 @@
 
 #include <simgrid/s4u/Barrier.hpp>
 #include <simgrid/s4u/Comm.hpp>
-#include <simgrid/s4u/Semaphore.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -31,7 +33,8 @@
 
 namespace simgrid::s4u {
 class Host;
-}
+class Mailbox;
+}  // namespace simgrid::s4u
 
 namespace sparsim {
 
@@ -47,19 +50,17 @@ struct PhaseStats {
   Seconds time = 0;
 };
 
-// One message, shared by its send and receive requests. `activity` is null until both sides have posted.
-// Only one actor may wait on a SimGrid activity in flight (a second waiter leaks a kernel action in SimGrid
-// 3.32), so the first rank to wait waits on the activity and the other blocks on its wakeup semaphore.
+// One message, shared by its send and receive requests. Each side posts its half of a SimGrid transfer on the
+// message's mailbox, which holds nothing else while the message is unmatched; SimGrid starts the transfer when
+// both halves are there and each side waits on its own half.
 struct Message {
   RankId source = -1;
   RankId dest = -1;
   Bytes bytes = 0;
   std::shared_ptr<const void> payload;  // null until a send fills a posted receive
   std::type_index type{typeid(void)};
-  simgrid::s4u::CommPtr activity;
-  bool finished = false;
-  bool being_waited = false;
-  RankId blocked_rank = -1;  // a rank blocked until the transfer starts or finishes
+  simgrid::s4u::Mailbox* mailbox = nullptr;
+  void* landing = nullptr;  // where SimGrid's receive half stores the (unused) data pointer
 };
 
 // State shared by all ranks of one simulation: hosts, pending messages, counters, phase names.
@@ -89,14 +90,17 @@ private:
   struct Inbox {
     std::unordered_map<std::uint64_t, std::vector<MessagePtr>> unmatched_sends;
     std::unordered_map<std::uint64_t, std::vector<MessagePtr>> unmatched_receives;
-    simgrid::s4u::SemaphorePtr wakeup;  // released only while the rank is blocked on it
   };
-  void start_transfer(Message& message);
+  // Mailboxes are reused: one is taken for each unmatched message and returned once both halves are posted.
+  simgrid::s4u::Mailbox* take_mailbox();
+  void return_mailbox(simgrid::s4u::Mailbox* mailbox) { free_mailboxes_.push_back(mailbox); }
   PhaseStats& stats(RankId rank, PhaseId phase);
 
   std::vector<simgrid::s4u::Host*> hosts_;
   WireFormat wire_;
   std::vector<Inbox> inboxes_;
+  std::vector<simgrid::s4u::Mailbox*> free_mailboxes_;
+  std::size_t mailboxes_created_ = 0;
   std::vector<std::vector<PhaseStats>> stats_;
   std::vector<std::string> phase_names_;
   simgrid::s4u::BarrierPtr barrier_;
@@ -116,6 +120,7 @@ private:
   RankId peer_ = -1;
   Tag tag_ = 0;
   std::shared_ptr<Message> message_;
+  simgrid::s4u::CommPtr transfer_;  // this side's half of the SimGrid transfer
 };
 
 // One rank's view of the World; used only from that rank's actor.
@@ -194,7 +199,6 @@ public:
 private:
   Request post_send(RankId dest, Tag tag, std::shared_ptr<const void> payload, std::type_index type, Bytes bytes);
   void switch_phase(PhaseId next);
-  void wait_transfer(Message& message);
 
   World& world_;
   RankId rank_;
