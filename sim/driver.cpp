@@ -317,7 +317,8 @@ void run_sparse_rank(RunState& run, SparseVerifier& verifier, DenseVerifier& war
   Communicator comm(run.world, rank);
   const std::uint64_t n = config.workload.n;
   const std::uint64_t k = config.workload.k;
-  std::vector<float> residual(n, 0.0f);
+  const bool keep_residual = config.selection.residual == "dense";
+  std::vector<float> residual(keep_residual ? n : 0, 0.0f);
   LocalSelector selector(config.selection);
   auto state = algorithm.make_rank_state(rank, config.ranks, n);
 
@@ -328,14 +329,16 @@ void run_sparse_rank(RunState& run, SparseVerifier& verifier, DenseVerifier& war
 
   for (int it = config.selection.warmup_iterations; it < config.iterations; ++it) {
     const Seconds start = begin_iteration(run, comm);
-    // Error feedback: the residual becomes the accumulated gradient. The gradient buffer is shared by all
-    // ranks: actors run one at a time and nothing here yields to the simulation.
+    // Error feedback: the residual becomes the accumulated gradient (without a residual, acc is the gradient
+    // itself). The gradient buffer is shared by all ranks: actors run one at a time and nothing here yields
+    // to the simulation before the selection has read it.
     std::vector<float>& gradient = run.gradient_scratch;
     gradient.resize(n);
     config.gradients->generate(rank, it, gradient);
-    std::vector<float>& acc = residual;
-    for (std::size_t i = 0; i < n; ++i)
-      acc[i] += gradient[i];
+    std::vector<float>& acc = keep_residual ? residual : gradient;
+    if (keep_residual)
+      for (std::size_t i = 0; i < n; ++i)
+        acc[i] += gradient[i];
     const SparseVector selection = select_and_charge(selector, acc, k, it, config.compute, comm);
 
     RankIteration& record = run.records[it][rank];
@@ -345,7 +348,8 @@ void run_sparse_rank(RunState& run, SparseVerifier& verifier, DenseVerifier& war
     record.local_selected = selection.size();
     record.result_nnz = result.size();
 
-    consume_selection(acc, selection, result, algorithm.residual_rule());
+    if (keep_residual)
+      consume_selection(acc, selection, result, algorithm.residual_rule());
     if (rank == 0)
       config.gradients->apply_update(it, result, config.ranks);
     if (config.verify)

@@ -17,7 +17,8 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
     estimate.breakdown += fmt::format("{}{} {}", estimate.breakdown.empty() ? "" : " + ", what, format_bytes(bytes));
   };
   if (config.algorithm_kind == "sparse") {
-    add("residuals (P*n floats)", P * n * 4);
+    if (config.selection.residual == "dense")
+      add("residuals (P*n floats)", P * n * 4);
     add("gradient buffer", n * 4);
     // A selection, its slices in flight and the gathered result: a few copies of P*k pairs in all.
     add("selections and messages", 4 * P * k * element);
@@ -42,9 +43,12 @@ void check_memory(const ExperimentConfig& config)
   if (estimate.bytes > available)
     throw ConfigError("ranks", std::to_string(config.ranks),
                       fmt::format("a run that fits in memory: it needs about {} ({}), more than 90% of this "
-                                  "machine's {}",
+                                  "machine's {}{}",
                                   format_bytes(estimate.bytes), estimate.breakdown,
-                                  format_bytes(physical_memory_bytes())));
+                                  format_bytes(physical_memory_bytes()),
+                                  config.algorithm_kind == "sparse" && config.selection.residual == "dense"
+                                      ? "; selection.residual \"none\" keeps no residual (docs/scale.md)"
+                                      : ""));
 }
 
 }  // namespace sparsim

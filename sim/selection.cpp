@@ -22,7 +22,8 @@ nlohmann::json SelectionConfig::to_json() const
   return {{"policy", policy},
           {"reevaluate_every", reevaluate_every},
           {"rules", rules.preset},
-          {"warmup_iterations", warmup_iterations}};
+          {"warmup_iterations", warmup_iterations},
+          {"residual", residual}};
 }
 
 SelectionConfig parse_selection(JsonReader selection, const std::string& default_policy)
@@ -32,6 +33,7 @@ SelectionConfig parse_selection(JsonReader selection, const std::string& default
   config.reevaluate_every = static_cast<int>(selection.get_int("reevaluate_every", 32, 1, 1'000'000));
   config.warmup_iterations = static_cast<int>(selection.get_int("warmup_iterations", 0, 0, 1'000'000));
   config.rules = threshold_rules(selection.get_enum("rules", {"vgg", "lstm", "bert"}, "vgg"));
+  config.residual = selection.get_enum("residual", {"dense", "none"}, "dense");
   selection.finish();
   return config;
 }

@@ -38,6 +38,12 @@ struct SelectionConfig {
   int reevaluate_every = 32;     // tau'
   ThresholdRules rules = threshold_rules("vgg");
   int warmup_iterations = 0;     // dense iterations before sparsification (counted in the iterations)
+  // What a rank keeps between iterations for error feedback (docs/scale.md):
+  // - "dense": the exact residual, n floats per rank;
+  // - "none": nothing; each iteration selects from the fresh gradient (acc = gradient). Exact for the first
+  //   sparse iteration (the residual is zero after the dense warm-up), an approximation afterwards. For
+  //   runs at scale, where P*n floats do not fit.
+  std::string residual = "dense";
   nlohmann::json to_json() const;
 };
 // Reads the config's "selection" object; `default_policy` comes from the algorithm.

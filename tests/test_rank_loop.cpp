@@ -90,3 +90,48 @@ TEST(RankLoop, WarmupIterationsAreDenseRingAllreduces)
   auto manifest = nlohmann::json::parse(read_text(run.dir / "manifest.json"));
   EXPECT_LE(manifest["verification"]["max_error_over_tolerance"].get<double>(), 1.0);
 }
+
+// selection.residual "none" keeps no residual: the first sparse iteration after the warm-up (where the dense
+// residual is still zero) is identical to a run with the residual; later ones select from the fresh gradient.
+TEST(RankLoop, NoResidualMatchesTheFirstSparseIterationOnly)
+{
+  auto config = topka_config({{"selection", "free"}}, "exact");
+  config["selection"]["warmup_iterations"] = 1;
+  CliResult dense = run_config(config, "residual_dense");
+  config["selection"]["residual"] = "none";
+  CliResult none = run_config(config, "residual_none");
+  ASSERT_EQ(dense.exit_code, 0) << dense.output;
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  auto rows_of = [](const std::filesystem::path& dir, int iteration) {
+    std::vector<std::map<std::string, std::string>> rows;
+    for (auto& row : read_csv(dir / "results.csv"))
+      if (std::stoi(row.at("iteration")) == iteration)
+        rows.push_back(row);
+    return rows;
+  };
+  EXPECT_EQ(rows_of(dense.dir, 1), rows_of(none.dir, 1));
+  int later_iterations_that_differ = 0;
+  for (int it = 2; it < 6; ++it)
+    later_iterations_that_differ += rows_of(dense.dir, it) != rows_of(none.dir, it);
+  EXPECT_GT(later_iterations_that_differ, 0);
+  auto manifest = nlohmann::json::parse(read_text(none.dir / "manifest.json"));
+  EXPECT_LE(manifest["verification"]["max_error_over_tolerance"].get<double>(), 1.0);
+  EXPECT_EQ(manifest["config"]["selection"]["residual"], "none");
+}
+
+TEST(RankLoop, NoResidualLeavesTheResidualOutOfTheMemoryEstimate)
+{
+  auto validate = [](const nlohmann::json& config, const std::string& name) {
+    const auto dir = scratch_dir(name);
+    std::ofstream(dir / "config.json") << config.dump(2);
+    return run_cli("validate " + (dir / "config.json").string());
+  };
+  auto config = topka_config({{"selection", "free"}}, "exact");
+  CliResult dense = validate(config, "estimate_dense");
+  config["selection"]["residual"] = "none";
+  CliResult none = validate(config, "estimate_none");
+  ASSERT_EQ(dense.exit_code, 0) << dense.output;
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_NE(dense.output.find("residuals (P*n floats)"), std::string::npos) << dense.output;
+  EXPECT_EQ(none.output.find("residuals"), std::string::npos) << none.output;
+}
