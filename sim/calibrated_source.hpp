@@ -93,6 +93,7 @@ public:
   std::string name() const override { return "calibrated"; }
   nlohmann::json to_json() const override;
   void generate(RankId rank, int iteration, std::span<float> out) const override;
+  bool concurrent_generate() const override { return true; }  // the shared part is cached under a mutex
 
   const std::vector<FlatLayer>& layers() const { return layers_; }
   const CalibratedParams& params() const { return params_; }

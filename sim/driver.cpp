@@ -13,6 +13,7 @@
 #include <exception>
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <thread>
 
 namespace sparsim {
 namespace {
@@ -208,7 +209,7 @@ struct RunState {
   const ExperimentConfig& config;
   World& world;
   std::vector<std::vector<RankIteration>> records;  // [iteration][rank]
-  std::vector<float> gradient_scratch;              // one rank's gradient at a time
+  int threads = 1;                                  // for the selection stage
   double verify_max_error = 0;
   bool show_progress = true;
   std::chrono::steady_clock::time_point wall_start;
@@ -289,37 +290,115 @@ void run_dense_rank(RunState& run, DenseVerifier& verifier, RankId rank)
     dense_iteration(run, comm, verifier, algorithm, it);
 }
 
-// Local selection, charged in simulated time by the compute model (phase "selection").
-SparseVector select_and_charge(LocalSelector& selector, std::span<const float> acc, std::uint64_t k, int iteration,
-                               const ComputeModel& model, Communicator& comm)
-{
-  SelectionTraffic traffic;
-  const auto wall_start = std::chrono::steady_clock::now();
-  SparseVector selection = selector.select(acc, k, iteration, traffic);
-  Seconds cost = 0;
-  if (model.selection == "memory_bandwidth")
-    cost = static_cast<double>(traffic.bytes_read + traffic.bytes_written) / model.memory_bandwidth;
-  else if (model.selection == "measured")
-    cost = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count() * model.measured_scale;
-  if (cost > 0) {
-    auto scope = comm.phase("selection");
-    simgrid::s4u::this_actor::sleep_for(cost);
+// The local side of a sparse iteration for every rank: acc = residual + gradient (or the gradient alone
+// without a residual) and the local selection. It depends on nothing but the rank's own state, so it runs
+// for all ranks at once, spread over host threads, while the simulation waits at zero simulated cost; the
+// results do not depend on the number of threads.
+class SelectionStage {
+public:
+  explicit SelectionStage(const ExperimentConfig& config)
+      : config_(config)
+      , keep_residual_(config.selection.residual == "dense")
+      , residuals_(keep_residual_ ? config.ranks : 0)
+      , selectors_(config.ranks, LocalSelector(config.selection))
+      , prepared_(config.ranks)
+  {
   }
-  return selection;
-}
+
+  // Prepares every rank's selection for `iteration` with up to `threads` host threads.
+  void prepare(int iteration, int threads)
+  {
+    if (!config_.gradients->concurrent_generate())
+      threads = 1;
+    threads = std::max(1, std::min(threads, config_.ranks));
+    std::vector<std::exception_ptr> failures(threads);
+    auto work = [&](int first) {
+      try {
+        std::vector<float> gradient(config_.workload.n);
+        for (RankId rank = first; rank < config_.ranks; rank += threads)
+          prepare_rank(rank, iteration, gradient);
+      } catch (...) {
+        failures[first] = std::current_exception();
+      }
+    };
+    std::vector<std::thread> helpers;
+    for (int t = 1; t < threads; ++t)
+      helpers.emplace_back(work, t);
+    work(0);
+    for (auto& helper : helpers)
+      helper.join();
+    for (auto& failure : failures)
+      if (failure)
+        std::rethrow_exception(failure);
+  }
+
+  // The rank's prepared selection, charged in simulated time by the compute model (phase "selection").
+  SparseVector take_and_charge(Communicator& comm)
+  {
+    Prepared& prepared = prepared_[comm.rank()];
+    const ComputeModel& model = config_.compute;
+    Seconds cost = 0;
+    if (model.selection == "memory_bandwidth")
+      cost = static_cast<double>(prepared.traffic.bytes_read + prepared.traffic.bytes_written) / model.memory_bandwidth;
+    else if (model.selection == "measured")
+      cost = prepared.host_seconds * model.measured_scale;
+    if (cost > 0) {
+      auto scope = comm.phase("selection");
+      simgrid::s4u::this_actor::sleep_for(cost);
+    }
+    return std::move(prepared.selection);
+  }
+
+  // Error feedback after the collective: the residual keeps acc minus what the algorithm consumed.
+  void consume(RankId rank, const SparseVector& selection, const SparseVector& result,
+               SparseAllreduce::ResidualRule rule)
+  {
+    if (keep_residual_)
+      consume_selection(residuals_[rank], selection, result, rule);
+  }
+
+private:
+  struct Prepared {
+    SparseVector selection;
+    SelectionTraffic traffic;
+    Seconds host_seconds = 0;  // the host time the selection took (compute "measured")
+  };
+
+  void prepare_rank(RankId rank, int iteration, std::vector<float>& gradient)
+  {
+    config_.gradients->generate(rank, iteration, gradient);
+    std::span<const float> acc = gradient;
+    if (keep_residual_) {
+      std::vector<float>& residual = residuals_[rank];
+      residual.resize(config_.workload.n, 0.0f);
+      for (std::size_t i = 0; i < residual.size(); ++i)
+        residual[i] += gradient[i];
+      acc = residual;
+    }
+    Prepared& prepared = prepared_[rank];
+    prepared.traffic = {};
+    const auto wall_start = std::chrono::steady_clock::now();
+    prepared.selection = selectors_[rank].select(acc, config_.workload.k, iteration, prepared.traffic);
+    prepared.host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  }
+
+  const ExperimentConfig& config_;
+  bool keep_residual_;
+  std::vector<std::vector<float>> residuals_;  // [rank], allocated at the first sparse iteration
+  std::vector<LocalSelector> selectors_;       // [rank]: the reused thresholds
+  std::vector<Prepared> prepared_;             // [rank]: this iteration's selections
+};
 
 // The rank loop of a sparse allreduce with error feedback: acc = residual + gradient; select locally;
 // reduce; the residual keeps acc minus what the algorithm's rule says was consumed.
-void run_sparse_rank(RunState& run, SparseVerifier& verifier, DenseVerifier& warmup_verifier, RankId rank)
+void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verifier, DenseVerifier& warmup_verifier,
+                     RankId rank)
 {
   const ExperimentConfig& config = run.config;
   const auto& algorithm = dynamic_cast<const SparseAllreduce&>(*config.algorithm);
   Communicator comm(run.world, rank);
   const std::uint64_t n = config.workload.n;
   const std::uint64_t k = config.workload.k;
-  const bool keep_residual = config.selection.residual == "dense";
-  std::vector<float> residual(keep_residual ? n : 0, 0.0f);
-  LocalSelector selector(config.selection);
   auto state = algorithm.make_rank_state(rank, config.ranks, n);
 
   // Dense warm-up iterations (iteration counters include them): a ring allreduce of the gradient itself.
@@ -329,17 +408,11 @@ void run_sparse_rank(RunState& run, SparseVerifier& verifier, DenseVerifier& war
 
   for (int it = config.selection.warmup_iterations; it < config.iterations; ++it) {
     const Seconds start = begin_iteration(run, comm);
-    // Error feedback: the residual becomes the accumulated gradient (without a residual, acc is the gradient
-    // itself). The gradient buffer is shared by all ranks: actors run one at a time and nothing here yields
-    // to the simulation before the selection has read it.
-    std::vector<float>& gradient = run.gradient_scratch;
-    gradient.resize(n);
-    config.gradients->generate(rank, it, gradient);
-    std::vector<float>& acc = keep_residual ? residual : gradient;
-    if (keep_residual)
-      for (std::size_t i = 0; i < n; ++i)
-        acc[i] += gradient[i];
-    const SparseVector selection = select_and_charge(selector, acc, k, it, config.compute, comm);
+    // Rank 0 prepares every rank's selection while the others wait at a second zero-cost barrier.
+    if (rank == 0)
+      stage.prepare(it, run.threads);
+    run.world.align_ranks();
+    const SparseVector selection = stage.take_and_charge(comm);
 
     RankIteration& record = run.records[it][rank];
     const SparseInput input{it, n, k, &selection, it % config.selection.reevaluate_every == 0};
@@ -348,8 +421,7 @@ void run_sparse_rank(RunState& run, SparseVerifier& verifier, DenseVerifier& war
     record.local_selected = selection.size();
     record.result_nnz = result.size();
 
-    if (keep_residual)
-      consume_selection(acc, selection, result, algorithm.residual_rule());
+    stage.consume(rank, selection, result, algorithm.residual_rule());
     if (rank == 0)
       config.gradients->apply_update(it, result, config.ranks);
     if (config.verify)
@@ -413,7 +485,7 @@ std::vector<simgrid::s4u::Host*> build_rank_hosts(const ExperimentConfig& config
   return rank_hosts;
 }
 
-RunOutput run_experiment(const ExperimentConfig& config, bool show_progress)
+RunOutput run_experiment(const ExperimentConfig& config, bool show_progress, int threads)
 {
   const auto wall_start = std::chrono::steady_clock::now();
 
@@ -431,12 +503,15 @@ RunOutput run_experiment(const ExperimentConfig& config, bool show_progress)
   out.closed_form = config.algorithm->closed_form(out.cost_inputs);
 
   World world(rank_hosts, config.workload.wire);
-  RunState run{config, world, {}, {}, 0, show_progress, wall_start, wall_start};
+  RunState run{config, world, {}, threads, 0, show_progress, wall_start, wall_start};
   run.records.assign(config.iterations, std::vector<RankIteration>(config.ranks));
   DenseVerifier dense_verifier(config);
   std::unique_ptr<SparseVerifier> sparse_verifier;
-  if (const auto* sparse = dynamic_cast<const SparseAllreduce*>(config.algorithm.get()))
+  std::unique_ptr<SelectionStage> selection_stage;
+  if (const auto* sparse = dynamic_cast<const SparseAllreduce*>(config.algorithm.get())) {
     sparse_verifier = std::make_unique<SparseVerifier>(config.ranks, config.workload.n, sparse->result_semantics());
+    selection_stage = std::make_unique<SelectionStage>(config);
+  }
 
   std::exception_ptr failure;
   int finished_ranks = 0;
@@ -444,7 +519,7 @@ RunOutput run_experiment(const ExperimentConfig& config, bool show_progress)
     simgrid::s4u::Actor::create(fmt::format("rank{}", rank), rank_hosts[rank], [&, rank] {
       try {
         if (sparse_verifier)
-          run_sparse_rank(run, *sparse_verifier, dense_verifier, rank);
+          run_sparse_rank(run, *selection_stage, *sparse_verifier, dense_verifier, rank);
         else
           run_dense_rank(run, dense_verifier, rank);
         ++finished_ranks;

@@ -68,7 +68,8 @@ struct RunOutput {
 // Runs the experiment. Creates SimGrid's engine, so call it at most once per process.
 // Throws ConfigError for problems found while building the platform, std::runtime_error for failures
 // (deadlock, a result that fails verification).
-RunOutput run_experiment(const ExperimentConfig& config, bool show_progress);
+// `threads` host threads prepare the sparse ranks' gradients and selections (results do not depend on it).
+RunOutput run_experiment(const ExperimentConfig& config, bool show_progress, int threads = 1);
 
 // Error feedback after a sparse allreduce: zeroes in `acc` (which becomes the residual) the entries of
 // `selection` that were consumed: all of them, or only those that are in `result` (both sorted by index).

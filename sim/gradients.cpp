@@ -15,6 +15,38 @@ std::uint64_t splitmix64(std::uint64_t x)
   return x ^ (x >> 31);
 }
 
+// Uniform value i of a stream: splitmix64(base + i) mapped to [-1, 1).
+[[gnu::always_inline]] inline float uniform_value(std::uint64_t base, std::size_t i)
+{
+  const std::uint64_t bits = splitmix64(base + i);
+  return static_cast<float>(static_cast<double>(bits >> 11) * 0x1.0p-52 - 1.0);
+}
+
+void fill_uniform_portable(std::uint64_t base, std::span<float> out)
+{
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = uniform_value(base, i);
+}
+
+// The same loop vectorized for AVX-512 (64-bit multiplies in vector registers). The arithmetic is exact
+// integer work, exact conversions and the same two roundings, so the values are bit-identical.
+[[gnu::target("avx512f,avx512dq,avx512vl"), gnu::optimize("O3")]] void fill_uniform_avx512(std::uint64_t base,
+                                                                                             std::span<float> out)
+{
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = uniform_value(base, i);
+}
+
+void fill_uniform(std::uint64_t base, std::span<float> out)
+{
+  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                             __builtin_cpu_supports("avx512vl");
+  if (avx512)
+    fill_uniform_avx512(base, out);
+  else
+    fill_uniform_portable(base, out);
+}
+
 // Uniform values in [-1, 1): the simplest dense workload for the dense baselines.
 class UniformSource final : public GradientSource {
 public:
@@ -23,12 +55,9 @@ public:
   nlohmann::json to_json() const override { return {{"source", "uniform"}}; }
   void generate(RankId rank, int iteration, std::span<float> out) const override
   {
-    const std::uint64_t base = mix_coordinates(seed_, rank, iteration, 0);
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      const std::uint64_t bits = splitmix64(base + i);
-      out[i] = static_cast<float>(static_cast<double>(bits >> 11) * 0x1.0p-52 - 1.0);
-    }
+    fill_uniform(mix_coordinates(seed_, rank, iteration, 0), out);
   }
+  bool concurrent_generate() const override { return true; }
 
 private:
   std::uint64_t seed_;
@@ -47,6 +76,7 @@ public:
     for (std::size_t i = 0; i < out.size(); ++i)
       out[i] = static_cast<float>(static_cast<int>(splitmix64(base + i) % 17) - 8);
   }
+  bool concurrent_generate() const override { return true; }
 
 private:
   std::uint64_t seed_;

@@ -25,6 +25,8 @@ public:
   virtual nlohmann::json to_json() const = 0;
   // Writes rank `rank`'s gradient of iteration `iteration` into `out` (out.size() = n).
   virtual void generate(RankId rank, int iteration, std::span<float> out) const = 0;
+  // Whether generate may be called from several threads at once.
+  virtual bool concurrent_generate() const { return false; }
   // Closed-loop sources (a model being trained) receive each iteration's allreduce result once, after all
   // ranks finished the iteration and before any rank generates the next gradient: the sum over ranks of
   // their contributions (sparse U, or the dense sum). Open-loop sources ignore it.

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <iostream>
+#include <thread>
 #include <unistd.h>
 
 namespace {
@@ -23,9 +24,12 @@ namespace {
 constexpr const char* kUsage = R"(sparsim: simulate sparse and dense allreduces on SimGrid platforms
 
 usage:
-  sparsim run CONFIG.json [--out DIR] [--quiet]   run an experiment; results go to DIR
+  sparsim run CONFIG.json [--out DIR] [--quiet] [--threads N]
+                                                  run an experiment; results go to DIR
                                                   (default results/<config name>); --relative-to D
-                                                  resolves the config's relative paths against D
+                                                  resolves the config's relative paths against D;
+                                                  N host threads prepare sparse ranks' gradients and
+                                                  selections (default: all cores; same results)
   sparsim sweep SWEEP.json [--out DIR] [--jobs N] [--resume]
                                                   run every point of a sweep (default DIR
                                                   results/<sweep name>, N 1); --resume skips
@@ -56,6 +60,7 @@ struct Arguments {
   int jobs = 1;
   bool resume = false;
   bool quiet = false;
+  int threads = 0;      // run: 0 = all cores
   int iterations = 20;  // stats
   int warmup = 50;      // stats
 };
@@ -86,6 +91,12 @@ Arguments parse_arguments(int argc, char** argv)
       args.resume = true;
     else if (arg == "--quiet" && args.command == "run")
       args.quiet = true;
+    else if (arg == "--threads" && args.command == "run") {
+      const std::string text = value("--threads");
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), args.threads);
+      if (error != std::errc() || end != text.data() + text.size() || args.threads < 1)
+        throw UsageError(fmt::format("--threads takes a whole number >= 1, not \"{}\"", text));
+    }
     else if (arg == "--dot" && args.command == "topology")
       args.dot = value("--dot");
     else if ((arg == "--iterations" || arg == "--warmup") && args.command == "stats") {
@@ -128,7 +139,8 @@ int command_run(const Arguments& args, const std::string& command_line)
   if (!args.quiet)
     fmt::print(stderr, "sparsim: running {} ({} on {} ranks, {} iteration(s))\n", args.config,
                config.algorithm->name(), config.ranks, config.iterations);
-  const sparsim::RunOutput output = sparsim::run_experiment(config, !args.quiet);
+  const int threads = args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const sparsim::RunOutput output = sparsim::run_experiment(config, !args.quiet, threads);
   sparsim::write_results(out, config, output, sparsim::collect_provenance(command_line));
   if (!args.quiet)
     fmt::print("{}  results    {}\n", sparsim::summarize_run(config, output), out.string());
