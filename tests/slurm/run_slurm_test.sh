@@ -5,6 +5,7 @@
 # gathered summary.csv byte for byte with a local `sparsim sweep` of the same file.
 # Usage: bash tests/slurm/run_slurm_test.sh SPARSIM_BINARY      (exit 77: skipped, Slurm cannot be installed)
 set -euo pipefail
+export PATH="$PATH:/usr/sbin:/sbin"  # the daemons, for shells whose PATH lacks sbin
 sparsim=$(realpath "$1")
 here=$(cd "$(dirname "$0")" && pwd)
 sweep="$here/sweep.json"
@@ -59,7 +60,7 @@ host=$(hostname -s)
 export SLURM_CONF="$work/slurm.conf"
 cat >"$SLURM_CONF" <<CONF
 ClusterName=sparsimtest
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$(free_port)
 SlurmdPort=$(free_port)
 AuthType=auth/munge
