@@ -161,7 +161,7 @@ private:
 pid_t start_point(const SweepOptions& options, const std::filesystem::path& dir,
                   const std::filesystem::path& config_dir)
 {
-  const std::string relative_to = std::filesystem::absolute(config_dir).string();
+  const std::string relative_to = config_dir.lexically_normal().string();
   const std::string config = (dir / "config.json").string();
   const std::string out = dir.string();
   const std::string log = (dir / "run.log").string();
@@ -272,8 +272,8 @@ Sweep load_sweep(const std::filesystem::path& file)
   JsonReader root(document, "");
   Sweep sweep;
   sweep.name = root.get_string("name", file.stem().string());
-  sweep.file = std::filesystem::absolute(file);
-  sweep.config_dir = file.parent_path();
+  sweep.file = std::filesystem::absolute(file).lexically_normal();
+  sweep.config_dir = sweep.file.parent_path();
   nlohmann::json base;
   const nlohmann::json& base_node = root.raw("base");
   if (base_node.is_string()) {
@@ -490,7 +490,7 @@ exit $status
       fmt::arg("name", sweep.name), fmt::arg("chunk", chunk), fmt::arg("last", chunk - 1),
       fmt::arg("last_task", tasks - 1), fmt::arg("memory_mib", memory_mib), fmt::arg("out", out.string()),
       fmt::arg("sparsim", shell_quote(options.executable)), fmt::arg("points_dir", shell_quote((out / "points").string())),
-      fmt::arg("relative_to", shell_quote(std::filesystem::absolute(sweep.config_dir).lexically_normal().string())),
+      fmt::arg("relative_to", shell_quote(sweep.config_dir.lexically_normal().string())),
       fmt::arg("points", points));
   const std::string gather_script = fmt::format(
       R"(#!/bin/bash
@@ -502,7 +502,7 @@ exit $status
 exec {sparsim} sweep {file} --out {quoted_out} --gather
 )",
       fmt::arg("name", sweep.name), fmt::arg("out", out.string()), fmt::arg("sparsim", shell_quote(options.executable)),
-      fmt::arg("file", shell_quote(sweep.file.lexically_normal().string())),
+      fmt::arg("file", shell_quote(sweep.file.string())),
       fmt::arg("quoted_out", shell_quote(out.string())));
   write_file_atomically(out / "sweep.sbatch", array_script);
   write_file_atomically(out / "gather.sbatch", gather_script);
@@ -530,7 +530,7 @@ std::size_t write_summary(const Sweep& sweep, const std::filesystem::path& out)
     }
     std::string prefix = std::to_string(i);
     for (const auto& value : sweep.points[i].values)
-      prefix += "," + csv_cell(value);
+      prefix += fmt::format(",{}", csv_cell(value));
     while (std::getline(results, line))
       summary += prefix + "," + line + "\n";
   }

@@ -47,7 +47,7 @@ struct Sweep {
   std::vector<std::string> columns;    // point paths, then axis paths: the summary's "axis:" columns
   std::vector<SweepAxis> axes;
   std::vector<SweepPoint> points;
-  std::filesystem::path config_dir;    // where relative paths in the configs resolve
+  std::filesystem::path config_dir;    // where relative paths in the configs resolve (absolute)
 };
 
 // Reads and expands a sweep file; every point's config is checked with parse_config and its memory estimate

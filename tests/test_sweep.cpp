@@ -308,3 +308,17 @@ TEST(Sweep, SlurmScriptsRunTheSamePoints)
   ASSERT_EQ(local.exit_code, 0) << local.output;
   EXPECT_EQ(read_text(emitted.dir / "summary.csv"), read_text(local.dir / "summary.csv"));
 }
+
+// A sweep file named without a folder (the current one) runs, locally and as Slurm scripts.
+TEST(Sweep, SweepFileInTheCurrentFolder)
+{
+  const auto dir = scratch_dir("sweepcwd");
+  std::ofstream(dir / "sweep.json") << tiny_sweep().dump(2);
+  const std::string binary = std::string(SPARSIM_BINARY_DIR) + "/sparsim";
+  EXPECT_EQ(std::system(("cd " + dir.string() + " && " + binary + " sweep sweep.json --out out --jobs 2 > log 2>&1").c_str()), 0)
+      << read_text(dir / "log");
+  EXPECT_EQ(complete_points(dir / "out"), 6u);
+  EXPECT_EQ(std::system(("cd " + dir.string() + " && " + binary + " sweep sweep.json --out slurm --emit-slurm > log 2>&1").c_str()), 0)
+      << read_text(dir / "log");
+  EXPECT_NE(read_text(dir / "slurm" / "gather.sbatch").find(fmt::format("'{}/sweep.json'", dir.string())), std::string::npos);
+}
