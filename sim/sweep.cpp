@@ -193,9 +193,11 @@ std::string format_wall(double seconds)
   return fmt::format("{}h{:02d}m", s / 3600, s % 3600 / 60);
 }
 
+enum class PointEnd { done, failed, stopped };
+
 // Progress of a local sweep on standard error: on a terminal one line rewritten in place (and a line of its
-// own for each failure), otherwise one line per finished point. Both show points done / total, elapsed wall
-// time and the remaining time estimated from this session's throughput.
+// own for each failed or stopped point), otherwise one line per finished point. Both show points done /
+// total, elapsed wall time and the remaining time estimated from this session's throughput.
 class Progress {
 public:
   Progress(std::string name, std::size_t total, std::size_t complete, std::size_t to_run)
@@ -205,11 +207,15 @@ public:
     redraw();
   }
 
-  void point_finished(const std::string& label, const std::string& outcome, bool failed)
+  // A stopped point does not count as done; a failed one does (it will not run again this session).
+  void point_ended(const std::string& label, PointEnd end, const std::string& log)
   {
-    ++finished_;
+    finished_ += end == PointEnd::stopped ? 0 : 1;
+    const std::string outcome = end == PointEnd::done     ? "done"
+                                : end == PointEnd::failed ? "FAILED, see " + log
+                                                          : "stopped, to be redone by --resume";
     if (terminal_) {
-      if (failed)
+      if (end != PointEnd::done)
         fmt::print(stderr, "\r\033[K  {}: {}\n", label, outcome);
       redraw();
     } else {
@@ -396,6 +402,7 @@ SweepOutcome run_sweep(const Sweep& sweep, const SweepOptions& options)
   std::size_t next = 0;
   SweepOutcome outcome;
   auto stopping_since = std::chrono::steady_clock::time_point();
+  bool killed = false;
   while (true) {
     while (!stop_requested && next < todo.size() && static_cast<int>(running.size()) < options.jobs &&
            (running.empty() || memory_in_use + sweep.points[todo[next]].memory_bytes <= memory_budget)) {
@@ -405,16 +412,18 @@ SweepOutcome run_sweep(const Sweep& sweep, const SweepOptions& options)
     }
     if (running.empty())
       break;
-    if (stop_requested && stopping_since == std::chrono::steady_clock::time_point()) {
+    if (stop_requested && !outcome.interrupted) {
       // Stop: terminate the running points (SIGKILL if they linger); their folders stay incomplete.
-      stopping_since = std::chrono::steady_clock::now();
       outcome.interrupted = true;
+      stopping_since = std::chrono::steady_clock::now();
       for (const auto& [pid, i] : running)
         kill(pid, SIGTERM);
     }
-    if (outcome.interrupted && std::chrono::steady_clock::now() - stopping_since > std::chrono::seconds(10))
+    if (outcome.interrupted && !killed && std::chrono::steady_clock::now() - stopping_since > std::chrono::seconds(10)) {
+      killed = true;
       for (const auto& [pid, i] : running)
         kill(pid, SIGKILL);
+    }
 
     int status = 0;
     const pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -429,14 +438,9 @@ SweepOutcome run_sweep(const Sweep& sweep, const SweepOptions& options)
     running.erase(pid);
     memory_in_use -= sweep.points[i].memory_bytes;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && point_complete(point_dir(options.out, i));
-    if (ok)
-      progress.point_finished(sweep.points[i].label, "done", false);
-    else if (outcome.interrupted)
-      progress.point_finished(sweep.points[i].label, "stopped, to be redone by --resume", false);
-    else
-      progress.point_finished(sweep.points[i].label,
-                              "FAILED, see " + (point_dir(options.out, i) / "run.log").string(), true);
-    outcome.failed += ok || outcome.interrupted ? 0 : 1;
+    const PointEnd end = ok ? PointEnd::done : outcome.interrupted ? PointEnd::stopped : PointEnd::failed;
+    progress.point_ended(sweep.points[i].label, end, (point_dir(options.out, i) / "run.log").string());
+    outcome.failed += end == PointEnd::failed ? 1 : 0;
   }
   progress.close();
   write_summary(sweep, options.out);

@@ -64,14 +64,15 @@ struct SweepOptions {
 // DIR/points/NNNN of point `index`.
 std::filesystem::path point_dir(const std::filesystem::path& out, std::size_t index);
 
+struct SweepOutcome {
+  std::size_t failed = 0;
+  bool interrupted = false;  // stopped by SIGINT or SIGTERM
+};
+
 // Runs the points not yet complete, up to `jobs` at a time and never more at once than the machine's memory
 // holds (by the points' estimates), printing progress: one updating line on a terminal, a line per finished
 // point otherwise. Then writes summary.csv. SIGINT or SIGTERM stops the running points (their folders stay
 // incomplete, to be redone by --resume) and returns after writing summary.csv from the complete points.
-struct SweepOutcome {
-  std::size_t failed = 0;
-  bool interrupted = false;
-};
 SweepOutcome run_sweep(const Sweep& sweep, const SweepOptions& options);
 
 // Writes each incomplete point's config.json (all points' unless `resume`), then DIR/sweep.sbatch, a Slurm

@@ -42,18 +42,22 @@ CliResult run_sweep_cli(const nlohmann::json& sweep, const std::filesystem::path
   return r;
 }
 
-// Eight points of a few tenths of a second each: long enough to stop a sweep between points.
+// A quick first point, then five of a second or so each: a sweep can be stopped while points run.
+constexpr std::size_t kSlowPoints = 6;
 nlohmann::json slow_sweep()
 {
+  nlohmann::json points = {{{"seed", 1}, {"iterations", 1}}};
+  for (int seed = 2; seed <= static_cast<int>(kSlowPoints); ++seed)
+    points.push_back({{"seed", seed}});
   return {
       {"name", "slow"},
       {"base",
        {{"ranks", 4},
-        {"iterations", 20},
+        {"iterations", 80},
         {"topology", {{"type", "star"}, {"nodes", 8}, {"bandwidth", "10GBps"}, {"latency", "1us"}}},
         {"algorithm", {{"name", "topka"}}},
         {"workload", {{"n", 200000}, {"density", 0.01}}}}},
-      {"axes", {{"seed", {1, 2, 3, 4, 5, 6, 7, 8}}}},
+      {"points", points},
   };
 }
 
@@ -81,8 +85,9 @@ std::size_t processes_mentioning(const std::string& text)
   return count;
 }
 
-// Starts a sweep of slow_sweep() in the background, waits until its first point is complete, sends it
-// `signal`, and returns its exit status (-1 when a signal ended it).
+// Starts a sweep of slow_sweep() in the background, two points at a time; once its quick first point is
+// complete and the third has started (so points 1 and 2 are running), sends it `signal`; returns its exit
+// status (-1 when a signal ended it).
 int interrupt_sweep(const std::filesystem::path& dir, int signal)
 {
   std::ofstream(dir / "sweep.json") << slow_sweep().dump(2);
@@ -95,7 +100,9 @@ int interrupt_sweep(const std::filesystem::path& dir, int signal)
     _exit(127);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (complete_points(dir / "out") == 0 && std::chrono::steady_clock::now() < deadline)
+  const auto out = dir / "out" / "points";
+  while (!(std::filesystem::exists(out / "0000" / "manifest.json") && std::filesystem::exists(out / "0002" / "run.log")) &&
+         std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   kill(pid, signal);
   int status = 0;
@@ -109,10 +116,10 @@ void expect_resume_matches_uninterrupted(const std::filesystem::path& dir)
 {
   const std::size_t complete = complete_points(dir / "out");
   EXPECT_GE(complete, 1u);
-  EXPECT_LT(complete, 8u) << "the sweep ended before the signal: the test needs slower points";
+  EXPECT_LT(complete, kSlowPoints) << "the sweep ended before the signal: the test needs slower points";
   CliResult whole = run_sweep_cli(slow_sweep(), dir, "--jobs 2", "uninterrupted");
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
-  for (int i = 0; i < 8; ++i) {
+  for (std::size_t i = 0; i < kSlowPoints; ++i) {
     const auto point = fmt::format("points/{:04d}", i);
     if (std::filesystem::exists(dir / "out" / point / "manifest.json")) {
       EXPECT_EQ(read_text(dir / "out" / point / "results.csv"), read_text(whole.dir / point / "results.csv")) << point;
@@ -120,7 +127,7 @@ void expect_resume_matches_uninterrupted(const std::filesystem::path& dir)
   }
   CliResult resumed = run_sweep_cli(slow_sweep(), dir, "--resume --jobs 2");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find(fmt::format("{} complete already, {} to run", complete, 8 - complete)),
+  EXPECT_NE(resumed.output.find(fmt::format("{} complete already, {} to run", complete, kSlowPoints - complete)),
             std::string::npos)
       << resumed.output;
   EXPECT_EQ(read_text(dir / "out" / "summary.csv"), read_text(whole.dir / "summary.csv"));
@@ -185,7 +192,9 @@ TEST(Sweep, SigintStopsCleanlyAndResumeGivesTheSameSummary)
 {
   const auto dir = scratch_dir("sweepsigint");
   EXPECT_EQ(interrupt_sweep(dir, SIGINT), 130) << read_text(dir / "interrupted.log");
-  EXPECT_NE(read_text(dir / "interrupted.log").find("continue with --resume"), std::string::npos);
+  const std::string log = read_text(dir / "interrupted.log");
+  EXPECT_NE(log.find("continue with --resume"), std::string::npos) << log;
+  EXPECT_NE(log.find("seed=2: stopped, to be redone by --resume"), std::string::npos) << log;
   // The sweep waited for its points to stop before exiting.
   EXPECT_EQ(processes_mentioning((dir / "out").string()), 0u);
   expect_resume_matches_uninterrupted(dir);
