@@ -32,8 +32,13 @@ usage:
                                                   selections (default: all cores; same results)
   sparsim sweep SWEEP.json [--out DIR] [--jobs N] [--resume]
                                                   run every point of a sweep (default DIR
-                                                  results/<sweep name>, N 1); --resume skips
-                                                  complete points; DIR/summary.csv gathers them
+                                                  results/<sweep name>, N the machine's cores);
+                                                  --resume skips complete points; DIR/summary.csv
+                                                  gathers them; Ctrl-C stops cleanly (resume later)
+  sparsim sweep SWEEP.json --out DIR --emit-slurm [--chunk N] [--resume]
+                                                  write DIR/sweep.sbatch (a Slurm job array, N points
+                                                  per task, default 1) and DIR/gather.sbatch; runs nothing
+  sparsim sweep SWEEP.json --out DIR --gather     rebuild DIR/summary.csv from the complete points
   sparsim validate CONFIG.json                    check a config and build its platform; runs nothing
   sparsim topology CONFIG.json [--dot FILE]       describe the platform; --dot writes Graphviz DOT
                                                   (FILE "-" for standard output)
@@ -43,7 +48,8 @@ usage:
                                                   feedback (docs/gradients.md); defaults 20 and 50
   sparsim --help                                  this text
 
-Exit status: 0 success, 1 the run failed, 2 bad arguments or a bad config.
+Exit status: 0 success, 1 the run failed, 2 bad arguments or a bad config, 130 a sweep stopped by
+Ctrl-C/SIGINT or SIGTERM.
 Config fields are documented in docs/config.md.
 )";
 
@@ -57,8 +63,11 @@ struct Arguments {
   std::string out;
   std::string dot;
   std::string relative_to;
-  int jobs = 1;
+  int jobs = 0;   // sweep: 0 = the machine's cores
+  int chunk = 0;  // sweep --emit-slurm: 0 = not given (1)
   bool resume = false;
+  bool emit_slurm = false;
+  bool gather = false;
   bool quiet = false;
   int threads = 0;      // run: 0 = all cores
   int iterations = 20;  // stats
@@ -82,13 +91,18 @@ Arguments parse_arguments(int argc, char** argv)
       args.out = value("--out");
     else if (arg == "--relative-to" && args.command == "run")
       args.relative_to = value("--relative-to");
-    else if (arg == "--jobs" && args.command == "sweep") {
-      const std::string jobs = value("--jobs");
-      if (jobs.empty() || jobs.find_first_not_of("0123456789") != std::string::npos || std::stoi(jobs) < 1)
-        throw UsageError(fmt::format("--jobs takes a whole number >= 1, not \"{}\"", jobs));
-      args.jobs = std::stoi(jobs);
+    else if ((arg == "--jobs" || arg == "--chunk") && args.command == "sweep") {
+      const std::string text = value(arg.c_str());
+      int& count = arg == "--jobs" ? args.jobs : args.chunk;
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), count);
+      if (error != std::errc() || end != text.data() + text.size() || count < 1)
+        throw UsageError(fmt::format("{} takes a whole number >= 1, not \"{}\"", arg, text));
     } else if (arg == "--resume" && args.command == "sweep")
       args.resume = true;
+    else if (arg == "--emit-slurm" && args.command == "sweep")
+      args.emit_slurm = true;
+    else if (arg == "--gather" && args.command == "sweep")
+      args.gather = true;
     else if (arg == "--quiet" && args.command == "run")
       args.quiet = true;
     else if (arg == "--threads" && args.command == "run") {
@@ -115,6 +129,20 @@ Arguments parse_arguments(int argc, char** argv)
                             args.command == "stats";
   if (needs_config && args.config.empty())
     throw UsageError(fmt::format("\"{}\" needs a CONFIG.json", args.command));
+  if (args.command == "sweep") {
+    if (args.config.empty())
+      throw UsageError("\"sweep\" needs a SWEEP.json");
+    if (args.emit_slurm && args.gather)
+      throw UsageError("--emit-slurm and --gather are two separate steps: give one of them");
+    if ((args.emit_slurm || args.gather) && args.out.empty())
+      throw UsageError("--emit-slurm and --gather need --out DIR");
+    if (args.chunk > 0 && !args.emit_slurm)
+      throw UsageError("--chunk goes with --emit-slurm");
+    if (args.jobs > 0 && (args.emit_slurm || args.gather))
+      throw UsageError("--jobs is for local sweeps, not with --emit-slurm or --gather");
+    if (args.resume && args.gather)
+      throw UsageError("--gather reads the complete points as they are; --resume does not apply");
+  }
   return args;
 }
 
@@ -210,13 +238,50 @@ int command_sweep(const Arguments& args)
   const sparsim::Sweep sweep = sparsim::load_sweep(args.config);
   sparsim::SweepOptions options;
   options.out = args.out.empty() ? std::filesystem::path("results") / sweep.name : std::filesystem::path(args.out);
-  options.jobs = args.jobs;
+  options.jobs = args.jobs > 0 ? args.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options.resume = args.resume;
   options.executable = std::filesystem::canonical("/proc/self/exe").string();
-  const int failures = sparsim::run_sweep(sweep, options);
-  fmt::print("{}: {} points, {} failed; summary in {}\n", sweep.name, sweep.points.size(), failures,
+
+  if (args.gather) {
+    const std::size_t complete = sparsim::write_summary(sweep, options.out);
+    fmt::print("{}: {} of {} points complete; summary in {}\n", sweep.name, complete, sweep.points.size(),
+               (options.out / "summary.csv").string());
+    for (std::size_t i = 0; i < sweep.points.size(); ++i)
+      if (!std::filesystem::exists(sparsim::point_dir(options.out, i) / "manifest.json"))
+        fmt::print("  incomplete: point {:04d} ({}), see {}\n", i, sweep.points[i].label,
+                   (sparsim::point_dir(options.out, i) / "run.log").string());
+    return complete == sweep.points.size() ? 0 : 1;
+  }
+
+  if (args.emit_slurm) {
+    const int chunk = args.chunk > 0 ? args.chunk : 1;
+    const std::size_t count = sparsim::emit_slurm(sweep, options, chunk);
+    if (count == 0) {
+      fmt::print("{}: every point is complete already; rebuild the summary with\n  {} sweep {} --out {} --gather\n",
+                 sweep.name, options.executable, sweep.file.string(), options.out.string());
+      return 0;
+    }
+    const std::string out = std::filesystem::canonical(options.out).string();
+    fmt::print("{}: {} points in {} array task(s) of up to {}; configs in {}/points/NNNN/config.json\n"
+               "submit the array, then the gather step after it:\n"
+               "  sbatch {}/sweep.sbatch\n"
+               "  sbatch --dependency=afterany:ARRAY_JOB_ID {}/gather.sbatch\n"
+               "or both at once:\n"
+               "  jobid=$(sbatch --parsable {}/sweep.sbatch | cut -d';' -f1) && "
+               "sbatch --dependency=afterany:$jobid {}/gather.sbatch\n",
+               sweep.name, count, (count + chunk - 1) / chunk, chunk, out, out, out, out, out);
+    return 0;
+  }
+
+  const sparsim::SweepOutcome outcome = sparsim::run_sweep(sweep, options);
+  if (outcome.interrupted) {
+    fmt::print("{}: interrupted; summary of the complete points in {}; continue with --resume\n", sweep.name,
+               (options.out / "summary.csv").string());
+    return 130;
+  }
+  fmt::print("{}: {} points, {} failed; summary in {}\n", sweep.name, sweep.points.size(), outcome.failed,
              (options.out / "summary.csv").string());
-  return failures == 0 ? 0 : 1;
+  return outcome.failed == 0 ? 0 : 1;
 }
 
 int command_algorithms()

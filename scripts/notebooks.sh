@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs the small CI sweep (configs/studies/ci_small/sweep.json) and executes every notebook in notebooks/
+# headless on it with Debian's `jupyter nbconvert --execute`; the executed notebooks go to OUT_DIR/notebooks
+# and their figures (PNG and PDF) to OUT_DIR/figures. The repository's notebooks stay without outputs.
+# A notebook that fails makes this script fail (ctest runs it).
+# Usage: bash scripts/notebooks.sh [OUT_DIR]     (default results/ci_small; SPARSIM overrides the binary,
+#        default ${SPARSIM_BUILD_DIR:-build}/sparsim; the sweep runs on all cores unless SPARSIM_JOBS is set)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sparsim=${SPARSIM:-${SPARSIM_BUILD_DIR:-build}/sparsim}
+out=$(realpath -m "${1:-results/ci_small}")
+command -v jupyter >/dev/null || { echo "notebooks: jupyter is missing (bash scripts/setup.sh installs it)"; exit 1; }
+
+"$sparsim" sweep configs/studies/ci_small/sweep.json --out "$out" ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
+mkdir -p "$out/notebooks"
+export SPARSIM_SWEEP_DIR="$out" SPARSIM_FIGURES_DIR="$out/figures" PYDEVD_DISABLE_FILE_VALIDATION=1
+for notebook in notebooks/*.ipynb; do
+  echo "notebooks: executing $notebook"
+  jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=300 \
+    --output-dir "$out/notebooks" "$notebook"
+done
+echo "notebooks: executed notebooks in $out/notebooks, figures in $out/figures"
