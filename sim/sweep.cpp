@@ -165,6 +165,9 @@ pid_t start_point(const SweepOptions& options, const std::filesystem::path& dir,
   const std::string config = (dir / "config.json").string();
   const std::string out = dir.string();
   const std::string log = (dir / "run.log").string();
+  // The cores are shared between the points running at once (each point's selection stage uses threads).
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(options.jobs)));
   const pid_t sweep_pid = getpid();
   const pid_t pid = fork();
   if (pid == 0) {
@@ -175,7 +178,7 @@ pid_t start_point(const SweepOptions& options, const std::filesystem::path& dir,
     if (!f || dup2(fileno(stdout), STDERR_FILENO) < 0)
       _exit(127);
     execl(options.executable.c_str(), options.executable.c_str(), "run", config.c_str(), "--out", out.c_str(),
-          "--relative-to", relative_to.c_str(), static_cast<char*>(nullptr));
+          "--relative-to", relative_to.c_str(), "--threads", threads.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   if (pid < 0)
@@ -487,7 +490,8 @@ first=$((SLURM_ARRAY_TASK_ID * chunk))
 for ((i = first; i < first + chunk && i < ${{#points[@]}}; ++i)); do
   dir="$points_dir/${{points[i]}}"
   echo "point ${{points[i]}}"
-  "$sparsim" run "$dir/config.json" --out "$dir" --relative-to "$relative_to" > "$dir/run.log" 2>&1 || status=1
+  "$sparsim" run "$dir/config.json" --out "$dir" --relative-to "$relative_to" \
+    --threads "${{SLURM_CPUS_PER_TASK:-1}}" > "$dir/run.log" 2>&1 || status=1
 done
 exit $status
 )",
