@@ -3,6 +3,8 @@
 #include "sim/topk.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <queue>
 
 namespace sparsim {
@@ -13,18 +15,17 @@ SparseVector merge_sum(const SparseVector& a, const SparseVector& b)
   return sum_in_order(parts);
 }
 
-SparseVector sum_in_order(std::span<const SparseVector* const> parts)
+namespace {
+
+// k-way merge on (index, part number): equal indices come out in part order.
+SparseVector merge_in_order(std::span<const SparseVector* const> parts, std::size_t total)
 {
-  // k-way merge on (index, part number): equal indices come out in part order.
   using Head = std::pair<Index, std::size_t>;  // (index, part)
   std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
   std::vector<std::size_t> cursor(parts.size(), 0);
-  std::size_t total = 0;
-  for (std::size_t p = 0; p < parts.size(); ++p) {
-    total += parts[p]->size();
+  for (std::size_t p = 0; p < parts.size(); ++p)
     if (!parts[p]->empty())
       heads.emplace(parts[p]->indices[0], p);
-  }
   SparseVector sum;
   sum.reserve(total);
   while (!heads.empty()) {
@@ -41,6 +42,55 @@ SparseVector sum_in_order(std::span<const SparseVector* const> parts)
       heads.emplace(parts[p]->indices[cursor[p]], p);
   }
   return sum;
+}
+
+// The same sums through a dense accumulator over the parts' index span: parts are added one after the other,
+// so each index's value is summed in part order exactly as the merge does (the first value is copied, not
+// added to zero, which would turn -0 into +0). Linear in the span and the entries.
+SparseVector accumulate_in_order(std::span<const SparseVector* const> parts, Index lowest, Index highest)
+{
+  const std::size_t span = static_cast<std::size_t>(highest - lowest) + 1;
+  thread_local std::vector<float> values;
+  thread_local std::vector<std::uint8_t> present;
+  values.resize(span);
+  present.assign(span, 0);
+  for (const SparseVector* part : parts)
+    for (std::size_t e = 0; e < part->size(); ++e) {
+      const std::size_t slot = part->indices[e] - lowest;
+      values[slot] = present[slot] ? values[slot] + part->values[e] : part->values[e];
+      present[slot] = 1;
+    }
+  SparseVector sum;
+  sum.reserve(static_cast<std::size_t>(std::count(present.begin(), present.end(), 1)));
+  for (std::size_t slot = 0; slot < span; ++slot)
+    if (present[slot]) {
+      sum.indices.push_back(static_cast<Index>(lowest + slot));
+      sum.values.push_back(values[slot]);
+    }
+  return sum;
+}
+
+}  // namespace
+
+SparseVector sum_in_order(std::span<const SparseVector* const> parts)
+{
+  std::size_t total = 0;
+  Index lowest = std::numeric_limits<Index>::max();
+  Index highest = 0;
+  for (const SparseVector* part : parts) {
+    total += part->size();
+    if (!part->empty()) {
+      lowest = std::min(lowest, part->indices.front());
+      highest = std::max(highest, part->indices.back());
+    }
+  }
+  if (total == 0)
+    return {};
+  // The accumulator pays for the span once; the merge pays log(parts) per entry.
+  const double span = static_cast<double>(highest - lowest) + 1;
+  if (parts.size() > 2 && span <= 8.0 * static_cast<double>(total))
+    return accumulate_in_order(parts, lowest, highest);
+  return merge_in_order(parts, total);
 }
 
 SparseVector slice(const SparseVector& v, Index begin, Index end)
