@@ -96,7 +96,11 @@ SparseVector positions(const SparseVector& v, std::size_t from, std::size_t to)
 // Concatenation of parts whose index ranges are ordered and disjoint (regions, blocks).
 SparseVector concatenate(const Gathered<SparseVector>& parts)
 {
+  std::size_t total = 0;
+  for (const auto& part : parts)
+    total += part->size();
   SparseVector out;
+  out.reserve(total);
   for (const auto& part : parts) {
     out.indices.insert(out.indices.end(), part->indices.begin(), part->indices.end());
     out.values.insert(out.values.end(), part->values.begin(), part->values.end());
