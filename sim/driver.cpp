@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <optional>
 #include <fmt/format.h>
 #include <sys/resource.h>
 #include <thread>
@@ -214,6 +215,17 @@ struct RunState {
   bool show_progress = true;
   std::chrono::steady_clock::time_point wall_start;
   std::chrono::steady_clock::time_point last_progress;
+  std::vector<Seconds> iteration_wall;  // see RunOutput
+  Seconds wall_limit = 0;               // 0: none
+  int stopped_at = -1;                  // the first iteration not run (wall-clock limit), -1 while running
+
+  // Called by rank 0 between the barriers that start `iteration`: stop there if the limit has passed.
+  void check_wall_limit(int iteration)
+  {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    if (wall_limit > 0 && elapsed > wall_limit && stopped_at < 0)
+      stopped_at = iteration;
+  }
 
   void note_verification(double error, RankId rank, int iteration)
   {
@@ -226,6 +238,8 @@ struct RunState {
   void progress(RankId rank, int iteration)
   {
     const auto now = std::chrono::steady_clock::now();
+    if (rank == 0)
+      iteration_wall.push_back(std::chrono::duration<double>(now - wall_start).count());
     if (!show_progress || rank != 0 || (now - last_progress < std::chrono::seconds(2) && iteration + 1 != config.iterations))
       return;
     fmt::print(stderr, "  iteration {}/{} done: simulated {:.6g} s, wall {:.1f} s\n", iteration + 1,
@@ -235,11 +249,23 @@ struct RunState {
   }
 };
 
-// Starts an iteration with all ranks aligned. Counters need no reset: every message of an iteration is
-// posted and harvested within it (a fast rank may post to a slow one before the slow one leaves the barrier).
-Seconds begin_iteration(RunState& run, Communicator& comm)
+// Starts an iteration with all ranks aligned at the same simulated time. Between two zero-cost barriers rank 0
+// does what every rank must see before going on: the wall-clock limit decision and `prepare` (may be empty).
+// Returns the iteration's start time, or nothing when the run stops before this iteration (every rank
+// returns nothing for the same iteration). Counters need no reset: every message of an iteration is posted
+// and harvested within it (a fast rank may post to a slow one before the slow one leaves the barrier).
+template <class Prepare>
+std::optional<Seconds> begin_iteration(RunState& run, Communicator& comm, int iteration, Prepare&& prepare)
 {
   run.world.align_ranks();
+  if (comm.rank() == 0) {
+    run.check_wall_limit(iteration);
+    if (run.stopped_at < 0)
+      prepare();
+  }
+  run.world.align_ranks();
+  if (run.stopped_at >= 0)
+    return std::nullopt;
   comm.restart_phase_clock();
   return simgrid::s4u::Engine::get_clock();
 }
@@ -261,12 +287,16 @@ std::unique_ptr<DenseAllreduce> make_dense_ring_allreduce()
 }
 
 // One dense iteration: the rank's gradient in, the sum out (and into a closed-loop source).
-void dense_iteration(RunState& run, Communicator& comm, DenseVerifier& verifier, const DenseAllreduce& algorithm,
+// Returns false when the run stopped before the iteration.
+bool dense_iteration(RunState& run, Communicator& comm, DenseVerifier& verifier, const DenseAllreduce& algorithm,
                      int it)
 {
   const ExperimentConfig& config = run.config;
   const RankId rank = comm.rank();
-  const Seconds start = begin_iteration(run, comm);
+  const std::optional<Seconds> begun = begin_iteration(run, comm, it, [] {});
+  if (!begun)
+    return false;
+  const Seconds start = *begun;
   DenseVector data;
   data.length = config.workload.n;
   if (config.workload.data == "real") {
@@ -280,6 +310,7 @@ void dense_iteration(RunState& run, Communicator& comm, DenseVerifier& verifier,
   if (config.verify)
     run.note_verification(verifier.check(it, data), rank, it);
   run.progress(rank, it);
+  return true;
 }
 
 void run_dense_rank(RunState& run, DenseVerifier& verifier, RankId rank)
@@ -287,7 +318,8 @@ void run_dense_rank(RunState& run, DenseVerifier& verifier, RankId rank)
   const auto& algorithm = dynamic_cast<const DenseAllreduce&>(*run.config.algorithm);
   Communicator comm(run.world, rank);
   for (int it = 0; it < run.config.iterations; ++it)
-    dense_iteration(run, comm, verifier, algorithm, it);
+    if (!dense_iteration(run, comm, verifier, algorithm, it))
+      return;
 }
 
 // The local side of a sparse iteration for every rank: acc = residual + gradient (or the gradient alone
@@ -404,14 +436,15 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
   // Dense warm-up iterations (iteration counters include them): a ring allreduce of the gradient itself.
   const auto warmup = make_dense_ring_allreduce();
   for (int it = 0; it < std::min(config.iterations, config.selection.warmup_iterations); ++it)
-    dense_iteration(run, comm, warmup_verifier, *warmup, it);
+    if (!dense_iteration(run, comm, warmup_verifier, *warmup, it))
+      return;
 
   for (int it = config.selection.warmup_iterations; it < config.iterations; ++it) {
-    const Seconds start = begin_iteration(run, comm);
-    // Rank 0 prepares every rank's selection while the others wait at a second zero-cost barrier.
-    if (rank == 0)
-      stage.prepare(it, run.threads);
-    run.world.align_ranks();
+    // Rank 0 prepares every rank's selection while the others wait at the second barrier.
+    const std::optional<Seconds> begun = begin_iteration(run, comm, it, [&] { stage.prepare(it, run.threads); });
+    if (!begun)
+      return;
+    const Seconds start = *begun;
     const SparseVector selection = stage.take_and_charge(comm);
 
     RankIteration& record = run.records[it][rank];
@@ -485,8 +518,9 @@ std::vector<simgrid::s4u::Host*> build_rank_hosts(const ExperimentConfig& config
   return rank_hosts;
 }
 
-RunOutput run_experiment(const ExperimentConfig& config, bool show_progress, int threads)
+RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& options)
 {
+  const bool show_progress = options.show_progress;
   const auto wall_start = std::chrono::steady_clock::now();
 
   simgrid::s4u::Engine& engine = start_engine(config.network);
@@ -503,7 +537,8 @@ RunOutput run_experiment(const ExperimentConfig& config, bool show_progress, int
   out.closed_form = config.algorithm->closed_form(out.cost_inputs);
 
   World world(rank_hosts, config.workload.wire);
-  RunState run{config, world, {}, threads, 0, show_progress, wall_start, wall_start};
+  RunState run{config, world, {}, options.threads, 0, show_progress, wall_start, wall_start};
+  run.wall_limit = options.wall_limit;
   run.records.assign(config.iterations, std::vector<RankIteration>(config.ranks));
   DenseVerifier dense_verifier(config);
   std::unique_ptr<SparseVerifier> sparse_verifier;
@@ -548,10 +583,15 @@ RunOutput run_experiment(const ExperimentConfig& config, bool show_progress, int
   else
     out.verification = "every rank's result equals the sum of the local selections on its indices";
   out.verify_max_error = run.verify_max_error;
-  for (int it = 0; it < config.iterations; ++it)
+  out.completed_iterations = run.stopped_at >= 0 ? run.stopped_at : config.iterations;
+  if (run.stopped_at >= 0)
+    out.stop_reason = fmt::format("the wall-clock limit of {} s passed before iteration {}", options.wall_limit,
+                                  run.stopped_at);
+  for (int it = 0; it < out.completed_iterations; ++it)
     add_iteration_rows(it, run.records[it], config, world.phase_names(), out.cost_inputs, out.closed_form, out);
   for (const auto& row : out.rank_rows)
     out.messages += row.stats.msgs_sent;
+  out.iteration_wall = run.iteration_wall;
   out.wall_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   out.peak_rss_bytes = peak_rss_bytes();
   return out;

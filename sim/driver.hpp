@@ -61,15 +61,22 @@ struct RunOutput {
   std::string verification;     // what was checked
   double verify_max_error = 0;  // largest |result - reference| / tolerance seen (<= 1 passes)
   Seconds wall_time = 0;
+  std::vector<Seconds> iteration_wall;  // host seconds from the start of the run to rank 0's end of each iteration
   std::uint64_t peak_rss_bytes = 0;
   std::uint64_t messages = 0;   // simulated messages, all iterations
+  int completed_iterations = 0;  // fewer than configured when the run stopped early (partial results)
+  std::string stop_reason;       // why, for partial results
 };
 
 // Runs the experiment. Creates SimGrid's engine, so call it at most once per process.
 // Throws ConfigError for problems found while building the platform, std::runtime_error for failures
 // (deadlock, a result that fails verification).
-// `threads` host threads prepare the sparse ranks' gradients and selections (results do not depend on it).
-RunOutput run_experiment(const ExperimentConfig& config, bool show_progress, int threads = 1);
+struct RunOptions {
+  bool show_progress = true;
+  int threads = 1;         // host threads preparing the sparse ranks' gradients and selections (same results)
+  Seconds wall_limit = 0;  // host seconds; past it the run stops before its next iteration (0: no limit)
+};
+RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& options);
 
 // Error feedback after a sparse allreduce: zeroes in `acc` (which becomes the residual) the entries of
 // `selection` that were consumed: all of them, or only those that are in `result` (both sorted by index).

@@ -25,12 +25,15 @@ namespace {
 constexpr const char* kUsage = R"(sparsim: simulate sparse and dense allreduces on SimGrid platforms
 
 usage:
-  sparsim run CONFIG.json [--out DIR] [--quiet] [--threads N]
+  sparsim run CONFIG.json [--out DIR] [--quiet] [--threads N] [--time-limit T]
                                                   run an experiment; results go to DIR
                                                   (default results/<config name>); --relative-to D
                                                   resolves the config's relative paths against D;
                                                   N host threads prepare sparse ranks' gradients and
-                                                  selections (default: all cores; same results)
+                                                  selections (default: all cores; same results);
+                                                  past the wall-clock limit T ("90s", "2h") the run
+                                                  stops before its next iteration and writes the
+                                                  iterations done, marked partial in the manifest
   sparsim sweep SWEEP.json [--out DIR] [--jobs N] [--resume]
                                                   run every point of a sweep (default DIR
                                                   results/<sweep name>, N the machine's cores);
@@ -49,8 +52,8 @@ usage:
                                                   feedback (docs/gradients.md); defaults 20 and 50
   sparsim --help                                  this text
 
-Exit status: 0 success, 1 the run failed, 2 bad arguments or a bad config, 130 a sweep stopped by
-Ctrl-C/SIGINT or SIGTERM.
+Exit status: 0 success, 1 the run failed, 2 bad arguments or a bad config, 3 a run stopped by its
+--time-limit (partial results written), 130 a sweep stopped by Ctrl-C/SIGINT or SIGTERM.
 Config fields are documented in docs/config.md.
 )";
 
@@ -71,6 +74,7 @@ struct Arguments {
   bool gather = false;
   bool quiet = false;
   int threads = 0;      // run: 0 = all cores
+  double time_limit = 0;  // run: wall-clock seconds, 0 = none
   int iterations = 20;  // stats
   int warmup = 50;      // stats
 };
@@ -106,7 +110,13 @@ Arguments parse_arguments(int argc, char** argv)
       args.gather = true;
     else if (arg == "--quiet" && args.command == "run")
       args.quiet = true;
-    else if (arg == "--threads" && args.command == "run") {
+    else if (arg == "--time-limit" && args.command == "run") {
+      const std::string text = value("--time-limit");
+      const auto limit = sparsim::parse_duration(text);
+      if (!limit || *limit <= 0)
+        throw UsageError(fmt::format("--time-limit takes a positive duration such as \"90s\", \"30min\" or \"2h\", not \"{}\"", text));
+      args.time_limit = *limit;
+    } else if (arg == "--threads" && args.command == "run") {
       const std::string text = value("--threads");
       const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), args.threads);
       if (error != std::errc() || end != text.data() + text.size() || args.threads < 1)
@@ -172,12 +182,15 @@ int command_run(const Arguments& args, const std::string& command_line)
   if (!args.quiet)
     fmt::print(stderr, "sparsim: running {} ({} on {} ranks, {} iteration(s))\n", args.config,
                config.algorithm->name(), config.ranks, config.iterations);
-  const int threads = args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const sparsim::RunOutput output = sparsim::run_experiment(config, !args.quiet, threads);
+  sparsim::RunOptions options;
+  options.show_progress = !args.quiet;
+  options.threads = args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.wall_limit = args.time_limit;
+  const sparsim::RunOutput output = sparsim::run_experiment(config, options);
   sparsim::write_results(out, config, output, sparsim::collect_provenance(command_line));
   if (!args.quiet)
     fmt::print("{}  results    {}\n", sparsim::summarize_run(config, output), out.string());
-  return 0;
+  return output.completed_iterations < config.iterations ? 3 : 0;
 }
 
 int command_validate(const Arguments& args)

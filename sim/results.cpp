@@ -131,8 +131,12 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
        {{"checked", output.verified},
         {"what", output.verification},
         {"max_error_over_tolerance", output.verify_max_error}}},
+      {"iterations_completed", output.completed_iterations},
+      {"partial", output.completed_iterations < config.iterations},
+      {"stop_reason", output.stop_reason},
       {"simulated_messages", output.messages},
       {"wall_time_s", output.wall_time},
+      {"iteration_wall_s", output.iteration_wall},
       {"peak_rss_bytes", output.peak_rss_bytes},
       {"memory_estimate_bytes", estimate_memory(config).bytes},
       {"training", config.gradients->training_log()},
@@ -169,6 +173,9 @@ std::string summarize_run(const ExperimentConfig& config, const RunOutput& outpu
                      output.verify_max_error);
   s += fmt::format("  simulation {} messages, wall {:.2f} s, peak memory {}\n", output.messages, output.wall_time,
                    format_bytes(static_cast<double>(output.peak_rss_bytes)));
+  if (output.completed_iterations < config.iterations)
+    s += fmt::format("  PARTIAL    {} of {} iterations: {}\n", output.completed_iterations, config.iterations,
+                     output.stop_reason);
   return s;
 }
 

@@ -84,7 +84,18 @@ bool axes_contain(const std::vector<SweepAxis>& axes, const std::string& path)
   return std::any_of(axes.begin(), axes.end(), [&](const SweepAxis& axis) { return axis.path == path; });
 }
 
-bool point_complete(const std::filesystem::path& dir) { return std::filesystem::exists(dir / "manifest.json"); }
+// Complete: the run finished and wrote its manifest, and its results are not partial (a run stopped by its
+// wall-clock limit is redone on --resume).
+bool point_complete(const std::filesystem::path& dir)
+{
+  if (!std::filesystem::exists(dir / "manifest.json"))
+    return false;
+  try {
+    return !read_json_file(dir / "manifest.json").value("partial", false);
+  } catch (const std::exception&) {
+    return false;  // unreadable: redo the point
+  }
+}
 
 std::string csv_cell(const nlohmann::json& value)
 {

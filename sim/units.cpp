@@ -46,7 +46,7 @@ std::optional<double> scale_of(std::string_view unit, const std::pair<std::strin
 std::optional<Seconds> parse_duration(std::string_view text)
 {
   static constexpr std::pair<std::string_view, double> units[] = {
-      {"s", 1.0}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}, {"ps", 1e-12}};
+      {"h", 3600.0}, {"min", 60.0}, {"s", 1.0}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}, {"ps", 1e-12}};
   auto parsed = split_number_and_unit(text);
   if (!parsed)
     return std::nullopt;

@@ -1,0 +1,63 @@
+// The wall-clock limit: a run past `--time-limit` stops before its next iteration, writes the iterations it
+// completed (exit status 3, manifest "partial"), and those rows equal the same iterations of an unlimited run.
+#include "sparsim_cli.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace sparsim::testing;
+
+namespace {
+
+nlohmann::json long_ring(int iterations)
+{
+  return {
+      {"name", "limited"},
+      {"ranks", 16},
+      {"iterations", iterations},
+      {"topology", {{"type", "star"}, {"nodes", 16}, {"bandwidth", "10GBps"}, {"latency", "1us"}}},
+      {"algorithm", {{"name", "dense_ring"}}},
+      {"workload", {{"n", 1 << 20}}},
+  };
+}
+
+CliResult run_limited(const nlohmann::json& config, const std::string& name, const std::string& limit)
+{
+  const auto dir = scratch_dir(name);
+  std::ofstream(dir / "config.json") << config.dump(2);
+  CliResult result = run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() +
+                             " --quiet --time-limit " + limit);
+  result.dir = dir / "out";
+  return result;
+}
+
+}  // namespace
+
+TEST(TimeLimit, StopsBeforeTheNextIterationWithPartialResultsThatMatchAFullRun)
+{
+  // 2000 iterations of a real-data ring on 16 ranks take far longer than one second on any machine.
+  CliResult limited = run_limited(long_ring(2000), "limited", "1s");
+  ASSERT_EQ(limited.exit_code, 3) << limited.output;
+  auto manifest = nlohmann::json::parse(read_text(limited.dir / "manifest.json"));
+  EXPECT_TRUE(manifest["partial"].get<bool>());
+  const int done = manifest["iterations_completed"].get<int>();
+  EXPECT_LT(done, 2000);
+  EXPECT_NE(manifest["stop_reason"].get<std::string>().find("wall-clock limit"), std::string::npos);
+  EXPECT_EQ(static_cast<int>(total_rows(limited.dir).size()), done);
+  ASSERT_GT(done, 0) << "no iteration finished within a second: cannot compare with a full run";
+
+  // The completed iterations are exactly those of a run configured with that many iterations.
+  CliResult full = run_config(long_ring(done), "full");
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  EXPECT_EQ(read_text(limited.dir / "results.csv"), read_text(full.dir / "results.csv"));
+  EXPECT_EQ(read_text(limited.dir / "ranks.csv"), read_text(full.dir / "ranks.csv"));
+  EXPECT_FALSE(nlohmann::json::parse(read_text(full.dir / "manifest.json"))["partial"].get<bool>());
+}
+
+TEST(TimeLimit, BadLimitsAreUsageErrors)
+{
+  for (const char* limit : {"0s", "ten", "-1s", "10 Gbs"}) {
+    CliResult run = run_limited(long_ring(1), "bad_limit", std::string("'") + limit + "'");
+    EXPECT_EQ(run.exit_code, 2) << limit << ": " << run.output;
+    EXPECT_NE(run.output.find("--time-limit"), std::string::npos) << run.output;
+  }
+}
