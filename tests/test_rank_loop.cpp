@@ -135,3 +135,25 @@ TEST(RankLoop, NoResidualLeavesTheResidualOutOfTheMemoryEstimate)
   EXPECT_NE(dense.output.find("residuals (P*n floats)"), std::string::npos) << dense.output;
   EXPECT_EQ(none.output.find("residuals"), std::string::npos) << none.output;
 }
+
+// The selection stage spreads ranks over host threads; the results must not depend on how many.
+TEST(RankLoop, SelectionThreadsDoNotChangeResults)
+{
+  auto config = topka_config({{"selection", "memory_bandwidth"}}, "threshold_reuse");
+  config["ranks"] = 7;
+  config["topology"]["nodes"] = 7;
+  std::vector<std::string> results, ranks;
+  for (int threads : {1, 2, 3}) {
+    const auto dir = scratch_dir("threads" + std::to_string(threads));
+    std::ofstream(dir / "config.json") << config.dump(2);
+    CliResult run = run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() +
+                            " --quiet --threads " + std::to_string(threads));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    results.push_back(read_text(dir / "out" / "results.csv"));
+    ranks.push_back(read_text(dir / "out" / "ranks.csv"));
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+  EXPECT_EQ(ranks[0], ranks[1]);
+  EXPECT_EQ(ranks[0], ranks[2]);
+}
