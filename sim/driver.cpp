@@ -237,16 +237,18 @@ struct RunState {
 
 // Starts an iteration with all ranks aligned. Counters need no reset: every message of an iteration is
 // posted and harvested within it (a fast rank may post to a slow one before the slow one leaves the barrier).
-Seconds begin_iteration(RunState& run, Communicator& comm)
+Seconds begin_iteration(RunState& run, Communicator& comm, int iteration)
 {
   run.world.align_ranks();
   comm.restart_phase_clock();
+  comm.start_iteration(iteration);
   return simgrid::s4u::Engine::get_clock();
 }
 
 void end_iteration(RunState& run, Communicator& comm, Seconds start, RankIteration& record)
 {
   comm.flush_phase_time();
+  comm.finish_iteration();
   record.time = simgrid::s4u::Engine::get_clock() - start;
   record.phases = run.world.take_stats(comm.rank());
 }
@@ -266,7 +268,7 @@ void dense_iteration(RunState& run, Communicator& comm, DenseVerifier& verifier,
 {
   const ExperimentConfig& config = run.config;
   const RankId rank = comm.rank();
-  const Seconds start = begin_iteration(run, comm);
+  const Seconds start = begin_iteration(run, comm, it);
   DenseVector data;
   data.length = config.workload.n;
   if (config.workload.data == "real") {
@@ -407,7 +409,7 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
     dense_iteration(run, comm, warmup_verifier, *warmup, it);
 
   for (int it = config.selection.warmup_iterations; it < config.iterations; ++it) {
-    const Seconds start = begin_iteration(run, comm);
+    const Seconds start = begin_iteration(run, comm, it);
     // Rank 0 prepares every rank's selection while the others wait at a second zero-cost barrier.
     if (rank == 0)
       stage.prepare(it, run.threads);
@@ -485,7 +487,7 @@ std::vector<simgrid::s4u::Host*> build_rank_hosts(const ExperimentConfig& config
   return rank_hosts;
 }
 
-RunOutput run_experiment(const ExperimentConfig& config, bool show_progress, int threads)
+RunOutput run_experiment(const ExperimentConfig& config, bool show_progress, int threads, int trace_iteration)
 {
   const auto wall_start = std::chrono::steady_clock::now();
 
@@ -503,6 +505,7 @@ RunOutput run_experiment(const ExperimentConfig& config, bool show_progress, int
   out.closed_form = config.algorithm->closed_form(out.cost_inputs);
 
   World world(rank_hosts, config.workload.wire);
+  world.trace_iteration(trace_iteration);
   RunState run{config, world, {}, threads, 0, show_progress, wall_start, wall_start};
   run.records.assign(config.iterations, std::vector<RankIteration>(config.ranks));
   DenseVerifier dense_verifier(config);
@@ -552,6 +555,9 @@ RunOutput run_experiment(const ExperimentConfig& config, bool show_progress, int
     add_iteration_rows(it, run.records[it], config, world.phase_names(), out.cost_inputs, out.closed_form, out);
   for (const auto& row : out.rank_rows)
     out.messages += row.stats.msgs_sent;
+  out.links = label_link_loads(world.link_loads(), config.topology->graph());
+  if (trace_iteration >= 0)
+    out.trace = {trace_iteration, world.phase_names(), world.take_trace()};
   out.wall_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   out.peak_rss_bytes = peak_rss_bytes();
   return out;

@@ -7,6 +7,8 @@
 
 #include "algorithms/algorithm.hpp"
 #include "sim/config.hpp"
+#include "sim/link_load.hpp"
+#include "sim/trace.hpp"
 
 #include <cstdint>
 #include <string>
@@ -63,13 +65,17 @@ struct RunOutput {
   Seconds wall_time = 0;
   std::uint64_t peak_rss_bytes = 0;
   std::uint64_t messages = 0;   // simulated messages, all iterations
+  std::vector<LinkRow> links;   // links.csv: the SimGrid links that carried bytes
+  RunTrace trace;               // the traced iteration's timeline (none unless asked for)
 };
 
 // Runs the experiment. Creates SimGrid's engine, so call it at most once per process.
 // Throws ConfigError for problems found while building the platform, std::runtime_error for failures
 // (deadlock, a result that fails verification).
 // `threads` host threads prepare the sparse ranks' gradients and selections (results do not depend on it).
-RunOutput run_experiment(const ExperimentConfig& config, bool show_progress, int threads = 1);
+// `trace_iteration` >= 0 records that iteration's timeline into RunOutput::trace.
+RunOutput run_experiment(const ExperimentConfig& config, bool show_progress, int threads = 1,
+                         int trace_iteration = -1);
 
 // Error feedback after a sparse allreduce: zeroes in `acc` (which becomes the residual) the entries of
 // `selection` that were consumed: all of them, or only those that are in `result` (both sorted by index).

@@ -25,12 +25,14 @@ namespace {
 constexpr const char* kUsage = R"(sparsim: simulate sparse and dense allreduces on SimGrid platforms
 
 usage:
-  sparsim run CONFIG.json [--out DIR] [--quiet] [--threads N]
+  sparsim run CONFIG.json [--out DIR] [--quiet] [--threads N] [--trace FILE.json [--trace-iteration I]]
                                                   run an experiment; results go to DIR
                                                   (default results/<config name>); --relative-to D
                                                   resolves the config's relative paths against D;
                                                   N host threads prepare sparse ranks' gradients and
-                                                  selections (default: all cores; same results)
+                                                  selections (default: all cores; same results);
+                                                  --trace writes iteration I's timeline (default: the
+                                                  last) in Chrome trace format for Perfetto
   sparsim sweep SWEEP.json [--out DIR] [--jobs N] [--resume]
                                                   run every point of a sweep (default DIR
                                                   results/<sweep name>, N the machine's cores);
@@ -71,6 +73,8 @@ struct Arguments {
   bool gather = false;
   bool quiet = false;
   int threads = 0;      // run: 0 = all cores
+  std::string trace;    // run: the trace file, empty for none
+  int trace_iteration = -1;  // run: -1 = the last iteration
   int iterations = 20;  // stats
   int warmup = 50;      // stats
 };
@@ -112,6 +116,14 @@ Arguments parse_arguments(int argc, char** argv)
       if (error != std::errc() || end != text.data() + text.size() || args.threads < 1)
         throw UsageError(fmt::format("--threads takes a whole number >= 1, not \"{}\"", text));
     }
+    else if (arg == "--trace" && args.command == "run")
+      args.trace = value("--trace");
+    else if (arg == "--trace-iteration" && args.command == "run") {
+      const std::string text = value("--trace-iteration");
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), args.trace_iteration);
+      if (error != std::errc() || end != text.data() + text.size() || args.trace_iteration < 0)
+        throw UsageError(fmt::format("--trace-iteration takes a whole number >= 0, not \"{}\"", text));
+    }
     else if (arg == "--dot" && args.command == "topology")
       args.dot = value("--dot");
     else if ((arg == "--iterations" || arg == "--warmup") && args.command == "stats") {
@@ -130,6 +142,8 @@ Arguments parse_arguments(int argc, char** argv)
                             args.command == "stats";
   if (needs_config && args.config.empty())
     throw UsageError(fmt::format("\"{}\" needs a CONFIG.json", args.command));
+  if (args.trace_iteration >= 0 && args.trace.empty())
+    throw UsageError("--trace-iteration goes with --trace FILE.json");
   if (args.command == "sweep") {
     if (args.config.empty())
       throw UsageError("\"sweep\" needs a SWEEP.json");
@@ -173,10 +187,22 @@ int command_run(const Arguments& args, const std::string& command_line)
     fmt::print(stderr, "sparsim: running {} ({} on {} ranks, {} iteration(s))\n", args.config,
                config.algorithm->name(), config.ranks, config.iterations);
   const int threads = args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const sparsim::RunOutput output = sparsim::run_experiment(config, !args.quiet, threads);
+  int trace_iteration = -1;
+  if (!args.trace.empty()) {
+    trace_iteration = args.trace_iteration >= 0 ? args.trace_iteration : config.iterations - 1;
+    if (trace_iteration >= config.iterations)
+      throw UsageError(fmt::format("--trace-iteration {} is past the run's last iteration ({} of iterations 0..{})",
+                                   trace_iteration, config.iterations - 1, config.iterations - 1));
+  }
+  const sparsim::RunOutput output = sparsim::run_experiment(config, !args.quiet, threads, trace_iteration);
   sparsim::write_results(out, config, output, sparsim::collect_provenance(command_line));
-  if (!args.quiet)
+  if (!args.trace.empty())
+    sparsim::write_file_atomically(args.trace, sparsim::chrome_trace_json(output.trace, config.name));
+  if (!args.quiet) {
     fmt::print("{}  results    {}\n", sparsim::summarize_run(config, output), out.string());
+    if (!args.trace.empty())
+      fmt::print("  trace      {} (iteration {})\n", args.trace, trace_iteration);
+  }
   return 0;
 }
 
