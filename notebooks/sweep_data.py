@@ -3,9 +3,9 @@ links.csv, and where figures go.
 
 A sweep folder DIR (from `sparsim sweep SWEEP.json --out DIR`) holds summary.csv (one row per point,
 iteration and phase; the point's coordinates in "axis:..." columns, then the columns of results.csv) and
-points/NNNN/ with results.csv, ranks.csv and manifest.json per complete point (links.csv where the run
-wrote one). The notebooks find DIR in the environment variable SPARSIM_SWEEP_DIR and write figures to
-SPARSIM_FIGURES_DIR (default DIR/figures).
+points/NNNN/ with results.csv, ranks.csv, links.csv and manifest.json per complete point (points run by
+older versions may lack links.csv). The notebooks find DIR in the environment variable SPARSIM_SWEEP_DIR
+and write figures to SPARSIM_FIGURES_DIR (default DIR/figures).
 """
 import json
 import os

@@ -4,6 +4,8 @@
 #include <simgrid/s4u/Host.hpp>
 #include <simgrid/s4u/Mailbox.hpp>
 
+#include <algorithm>
+
 #include <utility>
 
 namespace sparsim {
@@ -18,6 +20,7 @@ World::World(std::vector<simgrid::s4u::Host*> rank_hosts, WireFormat wire)
     , stats_(hosts_.size())
     , phase_names_{"other"}
     , barrier_(simgrid::s4u::Barrier::create(static_cast<unsigned>(hosts_.size())))
+    , last_routes_(hosts_.size())
 {
 }
 
@@ -47,6 +50,31 @@ PhaseStats& World::stats(RankId rank, PhaseId phase)
   return per_phase[phase];
 }
 
+void World::add_link_bytes(RankId source, RankId dest, Bytes bytes, int iteration)
+{
+  LastRoute& route = last_routes_[source];
+  if (route.dest != dest) {
+    route_.clear();
+    hosts_[source]->route_to(hosts_[dest], route_, nullptr);
+    route.dest = dest;
+    route.loads.clear();
+    for (const auto* link : route_)
+      route.loads.push_back(&link_loads_[link]);  // elements of an unordered_map stay where they are
+  }
+  // Messages of one iteration are all posted before any of the next (ranks align between iterations),
+  // so a link's count for an iteration starts when the first message of that iteration crosses it.
+  for (LinkLoad* load_of_link : route.loads) {
+    LinkLoad& load = *load_of_link;
+    if (load.current_iteration != iteration) {
+      load.current_iteration = iteration;
+      load.current = 0;
+    }
+    load.current += bytes;
+    load.total += bytes;
+    load.iteration_max = std::max(load.iteration_max, load.current);
+  }
+}
+
 std::vector<PhaseStats> World::take_stats(RankId rank)
 {
   std::vector<PhaseStats> taken = std::move(stats_[rank]);
@@ -71,6 +99,7 @@ Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void
   auto& received = world_.stats(dest, phase_);
   received.msgs_recv += 1;
   received.bytes_recv += bytes;
+  world_.add_link_bytes(rank_, dest, bytes, iteration_);
 
   Request request;
   request.peer_ = dest;
@@ -144,9 +173,14 @@ void Communicator::wait(Request& request)
 {
   if (request.done_)
     return;
+  const Seconds started = tracing_ ? simgrid::s4u::Engine::get_clock() : 0;
   request.transfer_->wait();
   request.transfer_ = nullptr;
   request.done_ = true;
+  if (tracing_)
+    world_.traces_[rank_].push_back({request.receive_ ? TraceSlice::Kind::receive_wait : TraceSlice::Kind::send_wait,
+                                     phase_, started, simgrid::s4u::Engine::get_clock(), request.peer_, request.tag_,
+                                     request.message_->bytes});
   if (!request.receive_)
     request.message_.reset();  // the sender keeps nothing once delivered
 }
@@ -163,8 +197,25 @@ void Communicator::switch_phase(PhaseId next)
 {
   const Seconds now = simgrid::s4u::Engine::get_clock();
   world_.stats(rank_, phase_).time += now - phase_started_;
+  if (tracing_ && now > phase_started_)
+    world_.traces_[rank_].push_back({TraceSlice::Kind::phase, phase_, phase_started_, now});
   phase_ = next;
   phase_started_ = now;
+}
+
+void Communicator::start_iteration(int iteration)
+{
+  iteration_ = iteration;
+  tracing_ = iteration == world_.traced_iteration_;
+  iteration_started_ = simgrid::s4u::Engine::get_clock();
+}
+
+void Communicator::finish_iteration()
+{
+  if (tracing_)
+    world_.traces_[rank_].push_back(
+        {TraceSlice::Kind::iteration, 0, iteration_started_, simgrid::s4u::Engine::get_clock()});
+  tracing_ = false;
 }
 
 void Communicator::flush_phase_time() { switch_phase(phase_); }

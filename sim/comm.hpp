@@ -14,6 +14,10 @@
 // (received), under the sender's current phase. Phase time is the simulated time each rank spends while
 // the phase is current. The simulated size of a message is wire_bytes(payload), never a number an
 // algorithm passes in.
+//
+// Link loads: every message also adds its bytes, when its send is posted, to each SimGrid link of the route
+// between the two ranks' hosts (links.csv). Tracing: in the one iteration chosen for a trace, each rank
+// records its phase segments and its waits on messages (sparsim run --trace, sim/trace.hpp).
 #pragma once
 
 #include "sim/units.hpp"
@@ -35,6 +39,9 @@ namespace simgrid::s4u {
 class Host;
 class Mailbox;
 }  // namespace simgrid::s4u
+namespace simgrid::kernel::resource {
+class StandardLinkImpl;
+}
 
 namespace sparsim {
 
@@ -48,6 +55,27 @@ struct PhaseStats {
   Bytes bytes_sent = 0;
   Bytes bytes_recv = 0;
   Seconds time = 0;
+};
+
+// Bytes one SimGrid link carried: in all, and in the iteration that loaded it most.
+struct LinkLoad {
+  Bytes total = 0;
+  Bytes iteration_max = 0;
+  Bytes current = 0;  // in iteration `current_iteration`, the latest to use the link
+  int current_iteration = -1;
+};
+
+// One slice of a rank's timeline in the traced iteration: the iteration itself, a segment of time in one
+// phase, or a wait on one message (from Communicator::wait until the message has arrived).
+struct TraceSlice {
+  enum class Kind : std::uint8_t { iteration, phase, send_wait, receive_wait };
+  Kind kind = Kind::phase;
+  PhaseId phase = 0;  // the phase current at the time (iteration slices: 0)
+  Seconds begin = 0;
+  Seconds end = 0;
+  RankId peer = -1;   // waits: the other rank
+  Tag tag = 0;        // waits
+  Bytes bytes = 0;    // waits: the message's simulated size
 };
 
 // One message, shared by its send and receive requests. Each side posts its half of a SimGrid transfer on the
@@ -82,6 +110,21 @@ public:
   // A zero-cost barrier that lines all ranks up at the same simulated time (between iterations).
   void align_ranks() { barrier_->wait(); }
 
+  // Bytes per SimGrid link (by its kernel object, s4u::Link::get_impl()) over the run so far; links that
+  // carried nothing are absent.
+  using LinkLoads = std::unordered_map<const simgrid::kernel::resource::StandardLinkImpl*, LinkLoad>;
+  const LinkLoads& link_loads() const { return link_loads_; }
+
+  // Records the timeline of iteration `iteration` (see Communicator::start_iteration); -1: none.
+  void trace_iteration(int iteration)
+  {
+    traced_iteration_ = iteration;
+    traces_.assign(iteration >= 0 ? hosts_.size() : 0, {});
+  }
+  int traced_iteration() const { return traced_iteration_; }
+  // Hands over each rank's slices of the traced iteration, in the order they ended.
+  std::vector<std::vector<TraceSlice>> take_trace() { return std::move(traces_); }
+
 private:
   friend class Communicator;
   using MessagePtr = std::shared_ptr<Message>;
@@ -95,6 +138,8 @@ private:
   simgrid::s4u::Mailbox* take_mailbox();
   void return_mailbox(simgrid::s4u::Mailbox* mailbox) { free_mailboxes_.push_back(mailbox); }
   PhaseStats& stats(RankId rank, PhaseId phase);
+  // Adds a message's bytes to every link of the route from `source`'s host to `dest`'s.
+  void add_link_bytes(RankId source, RankId dest, Bytes bytes, int iteration);
 
   std::vector<simgrid::s4u::Host*> hosts_;
   WireFormat wire_;
@@ -104,6 +149,16 @@ private:
   std::vector<std::vector<PhaseStats>> stats_;
   std::vector<std::string> phase_names_;
   simgrid::s4u::BarrierPtr barrier_;
+  LinkLoads link_loads_;
+  // Per source rank, the loads of the links to the destination it sent to last (a ring step reuses it).
+  struct LastRoute {
+    RankId dest = -1;
+    std::vector<LinkLoad*> loads;
+  };
+  std::vector<LastRoute> last_routes_;
+  std::vector<simgrid::kernel::resource::StandardLinkImpl*> route_;  // scratch for add_link_bytes
+  int traced_iteration_ = -1;
+  std::vector<std::vector<TraceSlice>> traces_;  // [rank], filled during the traced iteration only
 };
 
 // A posted send or receive. Complete it with Communicator::wait / wait_all.
@@ -191,6 +246,11 @@ public:
   };
   PhaseScope phase(std::string_view name) { return PhaseScope(*this, world_.intern_phase(name)); }
 
+  // Iteration bounds: link loads are kept per iteration, and the World's traced iteration is recorded
+  // between the two calls (call finish_iteration after flush_phase_time).
+  void start_iteration(int iteration);
+  void finish_iteration();
+
   // Closes the running phase's time segment (call before harvesting stats).
   void flush_phase_time();
   // Starts the running phase's time segment now, dropping the time since the last flush (barrier waits).
@@ -204,6 +264,9 @@ private:
   RankId rank_;
   PhaseId phase_ = 0;
   Seconds phase_started_ = 0;
+  int iteration_ = 0;
+  bool tracing_ = false;  // in the traced iteration
+  Seconds iteration_started_ = 0;
 };
 
 }  // namespace sparsim

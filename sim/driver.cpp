@@ -267,12 +267,14 @@ std::optional<Seconds> begin_iteration(RunState& run, Communicator& comm, int it
   if (run.stopped_at >= 0)
     return std::nullopt;
   comm.restart_phase_clock();
+  comm.start_iteration(iteration);
   return simgrid::s4u::Engine::get_clock();
 }
 
 void end_iteration(RunState& run, Communicator& comm, Seconds start, RankIteration& record)
 {
   comm.flush_phase_time();
+  comm.finish_iteration();
   record.time = simgrid::s4u::Engine::get_clock() - start;
   record.phases = run.world.take_stats(comm.rank());
 }
@@ -537,8 +539,8 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   out.closed_form = config.algorithm->closed_form(out.cost_inputs);
 
   World world(rank_hosts, config.workload.wire);
-  RunState run{config, world, {}, options.threads, 0, show_progress, wall_start, wall_start};
-  run.wall_limit = options.wall_limit;
+  RunState run{config, world, {}, options.threads, 0, show_progress, wall_start, wall_start, {}, options.wall_limit, -1};
+  world.trace_iteration(options.trace_iteration);
   run.records.assign(config.iterations, std::vector<RankIteration>(config.ranks));
   DenseVerifier dense_verifier(config);
   std::unique_ptr<SparseVerifier> sparse_verifier;
@@ -592,6 +594,9 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   for (const auto& row : out.rank_rows)
     out.messages += row.stats.msgs_sent;
   out.iteration_wall = run.iteration_wall;
+  out.links = label_link_loads(world.link_loads(), config.topology->graph());
+  if (options.trace_iteration >= 0)
+    out.trace = {options.trace_iteration, world.phase_names(), world.take_trace()};
   out.wall_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   out.peak_rss_bytes = peak_rss_bytes();
   return out;

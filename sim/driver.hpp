@@ -7,6 +7,8 @@
 
 #include "algorithms/algorithm.hpp"
 #include "sim/config.hpp"
+#include "sim/link_load.hpp"
+#include "sim/trace.hpp"
 
 #include <cstdint>
 #include <string>
@@ -66,6 +68,8 @@ struct RunOutput {
   std::uint64_t messages = 0;   // simulated messages, all iterations
   int completed_iterations = 0;  // fewer than configured when the run stopped early (partial results)
   std::string stop_reason;       // why, for partial results
+  std::vector<LinkRow> links;   // links.csv: the SimGrid links that carried bytes
+  RunTrace trace;               // the traced iteration's timeline (none unless asked for)
 };
 
 // Runs the experiment. Creates SimGrid's engine, so call it at most once per process.
@@ -75,6 +79,7 @@ struct RunOptions {
   bool show_progress = true;
   int threads = 1;         // host threads preparing the sparse ranks' gradients and selections (same results)
   Seconds wall_limit = 0;  // host seconds; past it the run stops before its next iteration (0: no limit)
+  int trace_iteration = -1;  // >= 0: record that iteration's timeline into RunOutput::trace
 };
 RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& options);
 

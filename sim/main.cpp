@@ -26,6 +26,7 @@ constexpr const char* kUsage = R"(sparsim: simulate sparse and dense allreduces 
 
 usage:
   sparsim run CONFIG.json [--out DIR] [--quiet] [--threads N] [--time-limit T]
+                           [--trace FILE.json [--trace-iteration I]]
                                                   run an experiment; results go to DIR
                                                   (default results/<config name>); --relative-to D
                                                   resolves the config's relative paths against D;
@@ -34,6 +35,8 @@ usage:
                                                   past the wall-clock limit T ("90s", "2h") the run
                                                   stops before its next iteration and writes the
                                                   iterations done, marked partial in the manifest
+                                                  --trace writes iteration I's timeline (default: the
+                                                  last) in Chrome trace format for Perfetto
   sparsim sweep SWEEP.json [--out DIR] [--jobs N] [--resume]
                                                   run every point of a sweep (default DIR
                                                   results/<sweep name>, N the machine's cores);
@@ -75,6 +78,8 @@ struct Arguments {
   bool quiet = false;
   int threads = 0;      // run: 0 = all cores
   double time_limit = 0;  // run: wall-clock seconds, 0 = none
+  std::string trace;    // run: the trace file, empty for none
+  int trace_iteration = -1;  // run: -1 = the last iteration
   int iterations = 20;  // stats
   int warmup = 50;      // stats
 };
@@ -122,6 +127,14 @@ Arguments parse_arguments(int argc, char** argv)
       if (error != std::errc() || end != text.data() + text.size() || args.threads < 1)
         throw UsageError(fmt::format("--threads takes a whole number >= 1, not \"{}\"", text));
     }
+    else if (arg == "--trace" && args.command == "run")
+      args.trace = value("--trace");
+    else if (arg == "--trace-iteration" && args.command == "run") {
+      const std::string text = value("--trace-iteration");
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), args.trace_iteration);
+      if (error != std::errc() || end != text.data() + text.size() || args.trace_iteration < 0)
+        throw UsageError(fmt::format("--trace-iteration takes a whole number >= 0, not \"{}\"", text));
+    }
     else if (arg == "--dot" && args.command == "topology")
       args.dot = value("--dot");
     else if ((arg == "--iterations" || arg == "--warmup") && args.command == "stats") {
@@ -140,6 +153,8 @@ Arguments parse_arguments(int argc, char** argv)
                             args.command == "stats";
   if (needs_config && args.config.empty())
     throw UsageError(fmt::format("\"{}\" needs a CONFIG.json", args.command));
+  if (args.trace_iteration >= 0 && args.trace.empty())
+    throw UsageError("--trace-iteration goes with --trace FILE.json");
   if (args.command == "sweep") {
     if (args.config.empty())
       throw UsageError("\"sweep\" needs a SWEEP.json");
@@ -186,10 +201,22 @@ int command_run(const Arguments& args, const std::string& command_line)
   options.show_progress = !args.quiet;
   options.threads = args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options.wall_limit = args.time_limit;
+  if (!args.trace.empty()) {
+    options.trace_iteration = args.trace_iteration >= 0 ? args.trace_iteration : config.iterations - 1;
+    if (options.trace_iteration >= config.iterations)
+      throw UsageError(fmt::format("--trace-iteration {} is past the run's last iteration ({} of iterations 0..{})",
+                                   options.trace_iteration, config.iterations - 1, config.iterations - 1));
+  }
+  const int trace_iteration = options.trace_iteration;
   const sparsim::RunOutput output = sparsim::run_experiment(config, options);
   sparsim::write_results(out, config, output, sparsim::collect_provenance(command_line));
-  if (!args.quiet)
+  if (!args.trace.empty())
+    sparsim::write_file_atomically(args.trace, sparsim::chrome_trace_json(output.trace, config.name));
+  if (!args.quiet) {
     fmt::print("{}  results    {}\n", sparsim::summarize_run(config, output), out.string());
+    if (!args.trace.empty())
+      fmt::print("  trace      {} (iteration {})\n", args.trace, trace_iteration);
+  }
   return output.completed_iterations < config.iterations ? 3 : 0;
 }
 

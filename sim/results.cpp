@@ -103,6 +103,7 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
   std::filesystem::remove(dir / "manifest.json");
   write_file_atomically(dir / "results.csv", results_csv(config, output));
   write_file_atomically(dir / "ranks.csv", ranks_csv(output));
+  write_file_atomically(dir / "links.csv", links_csv(output.links));
 
   const nlohmann::json resolved = config.resolved();
   nlohmann::json manifest = {
@@ -140,7 +141,7 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
       {"peak_rss_bytes", output.peak_rss_bytes},
       {"memory_estimate_bytes", estimate_memory(config).bytes},
       {"training", config.gradients->training_log()},
-      {"files", {"results.csv", "ranks.csv"}},
+      {"files", {"results.csv", "ranks.csv", "links.csv"}},
   };
   write_file_atomically(dir / "manifest.json", manifest.dump(2) + "\n");
 }

@@ -1,6 +1,7 @@
-// Result files of a run: results.csv (per iteration and phase), ranks.csv (per rank), manifest.json
-// (provenance). Each file is written to a temporary name and renamed into place, so a crash leaves
-// either the complete file or none; the manifest is written last and marks a complete run.
+// Result files of a run: results.csv (per iteration and phase), ranks.csv (per rank), links.csv (per
+// SimGrid link, sim/link_load.hpp), manifest.json (provenance). Each file is written to a temporary name and
+// renamed into place, so a crash leaves either the complete file or none; the manifest is written last and
+// marks a complete run.
 #pragma once
 
 #include "sim/config.hpp"
