@@ -58,21 +58,21 @@ nlohmann::json manifest_without_run_dependent_fields(const std::filesystem::path
   return manifest;
 }
 
-// A config whose run takes several seconds (about 5 s of CPU on the 2-core CI machine), so that a kill half a
-// second in lands in the middle of the simulation.
+// A config whose run takes over a second (about 1.5 s of CPU on the 2-core CI machine), so that a kill 0.2 s
+// into the simulation lands in its middle.
 nlohmann::json slow_config()
 {
   return {
       {"name", "slow"},
       {"ranks", 16},
-      {"iterations", 60},
+      {"iterations", 40},
       {"topology", {{"type", "star"}, {"nodes", 16}, {"bandwidth", "10GBps"}, {"latency", "1us"}}},
       {"algorithm", {{"name", "oktopk"}}},
       {"workload", {{"n", 400000}, {"density", 0.01}}},
   };
 }
 
-// Starts `sparsim run CONFIG --out OUT` and SIGKILLs it half a second after it reports that the simulation
+// Starts `sparsim run CONFIG --out OUT` and SIGKILLs it 0.2 s after it reports that the simulation
 // starts (the config is loaded by then). Returns whether the kill ended it (false: the run ended first).
 bool run_and_kill_half_way(const std::filesystem::path& config, const std::filesystem::path& out)
 {
@@ -93,7 +93,7 @@ bool run_and_kill_half_way(const std::filesystem::path& config, const std::files
   char line[4096];
   while (fgets(line, sizeof line, output))
     if (std::string(line).starts_with("sparsim: running")) {
-      usleep(500'000);
+      usleep(200'000);
       kill(pid, SIGKILL);
       break;
     }
