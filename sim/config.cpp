@@ -16,10 +16,16 @@ nlohmann::json read_json_file(const std::filesystem::path& file)
     throw ConfigError("(file)", fmt::format("\"{}\"", file.string()), "a readable JSON file");
   std::stringstream text;
   text << in.rdbuf();
+  return parse_json_text(text.str(), file.string());
+}
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& origin)
+{
   try {
-    return nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ConfigError("(file)", fmt::format("\"{}\"", file.string()), fmt::format("valid JSON ({})", e.what()));
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    // Syntax errors, and numbers out of double's range such as 1e400 (nlohmann's out_of_range).
+    throw ConfigError("(file)", fmt::format("\"{}\"", origin), fmt::format("valid JSON ({})", e.what()));
   }
 }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace sparsim {
 
@@ -61,5 +62,7 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
 ExperimentConfig load_config(const std::filesystem::path& file, std::shared_ptr<FieldLog> log = nullptr,
                              std::optional<std::filesystem::path> relative_to = std::nullopt);
 nlohmann::json read_json_file(const std::filesystem::path& file);
+// Parses JSON text; malformed JSON is a ConfigError naming `origin` (the file it came from).
+nlohmann::json parse_json_text(std::string_view text, const std::string& origin);
 
 }  // namespace sparsim

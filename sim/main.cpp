@@ -197,6 +197,10 @@ int command_run(const Arguments& args, const std::string& command_line)
   if (!args.quiet)
     fmt::print(stderr, "sparsim: running {} ({} on {} ranks, {} iteration(s))\n", args.config,
                config.algorithm->name(), config.ranks, config.iterations);
+  // This run replaces the results of an earlier run in its folder: they go before it starts (the manifest
+  // first), so a run killed half-way leaves no result files rather than another run's.
+  for (const char* file : {"manifest.json", "results.csv", "ranks.csv", "links.csv"})
+    std::filesystem::remove(out / file);
   sparsim::RunOptions options;
   options.show_progress = !args.quiet;
   options.threads = args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <unistd.h>
+#include <vector>
 
 namespace sparsim {
 namespace {
@@ -82,28 +83,37 @@ std::string config_hash(const nlohmann::json& resolved)
   return fmt::format("{:016x}", hash);
 }
 
-void write_file_atomically(const std::filesystem::path& path, const std::string& text)
+// Writes `text` to a temporary file beside `path` (".tmp-PID" appended) and returns its name; renaming it to
+// `path` then publishes the complete file in one step.
+std::filesystem::path write_temporary(const std::filesystem::path& path, const std::string& text)
 {
   const std::filesystem::path temporary = path.string() + fmt::format(".tmp-{}", getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out)
-      throw std::runtime_error("cannot write " + temporary.string());
-  }
-  std::filesystem::rename(temporary, path);
+  std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.flush();
+  if (!out)
+    throw std::runtime_error("cannot write " + temporary.string());
+  return temporary;
+}
+
+void write_file_atomically(const std::filesystem::path& path, const std::string& text)
+{
+  std::filesystem::rename(write_temporary(path, text), path);
 }
 
 void write_results(const std::filesystem::path& dir, const ExperimentConfig& config, const RunOutput& output,
                    const Provenance& provenance)
 {
+  const std::vector<std::string> names = {"results.csv", "ranks.csv", "links.csv", "manifest.json"};
   std::filesystem::create_directories(dir);
-  // A manifest left by an earlier run would vouch for files this run is replacing: remove it first.
-  std::filesystem::remove(dir / "manifest.json");
-  write_file_atomically(dir / "results.csv", results_csv(config, output));
-  write_file_atomically(dir / "ranks.csv", ranks_csv(output));
-  write_file_atomically(dir / "links.csv", links_csv(output.links));
+  // Temporary files of an earlier run killed while writing are garbage: remove them.
+  std::vector<std::filesystem::path> leftovers;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    for (const auto& name : names)
+      if (entry.path().filename().string().starts_with(name + ".tmp-"))
+        leftovers.push_back(entry.path());
+  for (const auto& leftover : leftovers)
+    std::filesystem::remove(leftover);
 
   const nlohmann::json resolved = config.resolved();
   nlohmann::json manifest = {
@@ -143,7 +153,19 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
       {"training", config.gradients->training_log()},
       {"files", {"results.csv", "ranks.csv", "links.csv"}},
   };
-  write_file_atomically(dir / "manifest.json", manifest.dump(2) + "\n");
+
+  // Every file is complete under its temporary name before any is published, so the folder holds a mix of
+  // old and new files only for the renames. The manifest vouches for the others: the old one goes
+  // first, the new one is published last.
+  const std::vector<std::filesystem::path> temporaries = {
+      write_temporary(dir / names[0], results_csv(config, output)),
+      write_temporary(dir / names[1], ranks_csv(output)),
+      write_temporary(dir / names[2], links_csv(output.links)),
+      write_temporary(dir / names[3], manifest.dump(2) + "\n"),
+  };
+  std::filesystem::remove(dir / "manifest.json");
+  for (std::size_t i = 0; i < names.size(); ++i)
+    std::filesystem::rename(temporaries[i], dir / names[i]);
 }
 
 std::string summarize_run(const ExperimentConfig& config, const RunOutput& output)

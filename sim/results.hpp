@@ -1,7 +1,7 @@
 // Result files of a run: results.csv (per iteration and phase), ranks.csv (per rank), links.csv (per
-// SimGrid link, sim/link_load.hpp), manifest.json (provenance). Each file is written to a temporary name and
-// renamed into place, so a crash leaves either the complete file or none; the manifest is written last and
-// marks a complete run.
+// SimGrid link, sim/link_load.hpp), manifest.json (provenance). All are written in full under temporary
+// names, then renamed into place, the manifest last: a crash leaves no file half-written under its final
+// name, and only a folder with manifest.json holds a complete run (docs/reliability.md).
 #pragma once
 
 #include "sim/config.hpp"

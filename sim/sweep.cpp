@@ -375,8 +375,12 @@ Sweep load_sweep(const std::filesystem::path& file)
         if (!value.is_object())
           throw ConfigError(fmt::format("axes.{}[{}]", sweep.axes[a].path, at[a]), describe_json(value),
                             "an object of config paths to values (a variant axis starts with @)");
-        for (const auto& [path, v] : value.items())
+        for (const auto& [path, v] : value.items()) {
+          if (!is_config_path(path))
+            throw ConfigError(fmt::format("axes.{}[{}].{}", sweep.axes[a].path, at[a], path), describe_json(v),
+                              "a config path (keys joined by single dots)");
           set_path(point.config, path, v);
+        }
       }
       point.label = listed_paths.empty() ? "" : fmt::format("points[{}]", e);
       for (std::size_t c = 0; c < sweep.columns.size(); ++c)

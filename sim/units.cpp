@@ -67,7 +67,8 @@ std::optional<BytesPerSecond> parse_bandwidth(std::string_view text)
   if (!parsed)
     return std::nullopt;
   auto scale = scale_of(parsed->second, units);
-  if (!scale || parsed->first == 0)
+  // Zero, and numbers that overflow (or vanish) once scaled by the unit, are no bandwidth.
+  if (!scale || !std::isnormal(parsed->first * *scale))
     return std::nullopt;
   return parsed->first * *scale;
 }

@@ -82,7 +82,8 @@ void expect_npy_error(const std::vector<std::byte>& bytes, const std::string& pr
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b)
 {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // memcmp's pointers must not be null, even for 0 bytes (an empty vector's data() may be).
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // --- round trips ---------------------------------------------------------------------------------------------
