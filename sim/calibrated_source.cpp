@@ -112,6 +112,21 @@ ModelTable read_model_table(const std::filesystem::path& file)
   table.name = root.get_string("name");
   table.flatten_order = root.get_enum("flatten_order", {"reverse", "forward"});
   root.get_string("note", "");
+  if (root.has("compute")) {
+    // The training step on the reference GPU, with where the figure comes from (all fields required).
+    JsonReader compute = root.object("compute");
+    TrainingStep step;
+    step.forward_backward = compute.get_duration("forward_backward");
+    if (step.forward_backward <= 0)
+      compute.fail("forward_backward", step.forward_backward, "a positive duration");
+    step.batch = static_cast<int>(compute.get_int("batch", std::nullopt, 1, 1 << 20));
+    compute.get_int("sequence_length", 0, 0, 1 << 20);
+    compute.get_string("device");
+    compute.get_string("method");
+    step.source = compute.get_string("source");
+    compute.finish();
+    table.training_step = step;
+  }
   const auto declared_total = root.get_int("total", 0, 0);
   for (JsonReader entry : root.object_list("layers")) {
     ModelLayer layer;
@@ -225,6 +240,7 @@ nlohmann::json CalibratedParams::to_json() const
 CalibratedSource::CalibratedSource(const ModelTable& table, CalibratedParams params, std::uint64_t seed,
                                    std::uint64_t n)
     : params_(std::move(params))
+    , training_step_(table.training_step)
     , seed_(seed)
     , n_(n)
 {
@@ -255,6 +271,13 @@ nlohmann::json CalibratedSource::to_json() const
   nlohmann::json json = params_.to_json();
   json["source"] = "calibrated";
   return json;
+}
+
+std::optional<Seconds> CalibratedSource::forward_backward_time() const
+{
+  if (!training_step_)
+    return std::nullopt;
+  return training_step_->forward_backward;
 }
 
 std::shared_ptr<const CalibratedSource::SharedPart> CalibratedSource::shared_part(int iteration) const

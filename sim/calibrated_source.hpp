@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,10 +40,18 @@ struct ModelLayer {
   bool output = false;    // part of the model's (small) output layer
 };
 
+// The model's training step on the reference GPU: the table's optional "compute" object (docs/gradients.md).
+struct TrainingStep {
+  Seconds forward_backward = 0;  // forward + backward pass of one rank's mini-batch
+  int batch = 0;                 // samples in that mini-batch
+  std::string source;            // where the figure comes from (a publication, or an estimate's inputs)
+};
+
 struct ModelTable {
   std::string name;
   std::string flatten_order;  // "reverse" (last registered layer first) or "forward"
   std::vector<ModelLayer> layers;
+  std::optional<TrainingStep> training_step;
   std::uint64_t total() const;
 };
 
@@ -94,6 +103,7 @@ public:
   nlohmann::json to_json() const override;
   void generate(RankId rank, int iteration, std::span<float> out) const override;
   bool concurrent_generate() const override { return true; }  // the shared part is cached under a mutex
+  std::optional<Seconds> forward_backward_time() const override;
 
   const std::vector<FlatLayer>& layers() const { return layers_; }
   const CalibratedParams& params() const { return params_; }
@@ -110,6 +120,7 @@ private:
   double iteration_shock(int iteration) const;  // log c(t) / iteration_jitter: a standard normal
 
   CalibratedParams params_;
+  std::optional<TrainingStep> training_step_;
   std::uint64_t seed_;
   std::uint64_t n_;
   std::vector<FlatLayer> layers_;

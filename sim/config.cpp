@@ -74,6 +74,14 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
   config.selection = parse_selection(root.optional_object("selection"),
                                      sparse && sparse->reuses_local_threshold() ? "threshold_reuse" : "exact");
   config.compute = parse_compute(root.optional_object("compute"));
+  if (config.compute.training == "model") {
+    const auto step = config.gradients->forward_backward_time();
+    if (!step)
+      throw ConfigError("compute.training", "\"model\"",
+                        "a gradient source whose model table gives a training step (gradients.source \"calibrated\" "
+                        "with a model file that has a \"compute\" object), or \"fixed\" with compute.forward_backward");
+    config.compute.forward_backward = *step;
+  }
 
   {
     JsonReader network = root.optional_object("network");
@@ -118,7 +126,7 @@ nlohmann::json ExperimentConfig::resolved() const
       {"algorithm", algorithm_json},
       {"gradients", gradients->to_json()},
       {"selection", algorithm_kind == "sparse" ? selection.to_json() : nlohmann::json(nullptr)},
-      {"compute", algorithm_kind == "sparse" ? compute.to_json() : nlohmann::json(nullptr)},
+      {"compute", compute.to_json()},
       {"network", {{"model", network.model}, {"crosstraffic", network.crosstraffic}}},
       {"simulation", {{"verify", verify}}},
   };

@@ -279,7 +279,26 @@ void end_iteration(RunState& run, Communicator& comm, Seconds start, RankIterati
   record.phases = run.world.take_stats(comm.rank());
 }
 
-// The rank loop of a dense allreduce: gradient in, sum out.
+// The forward and backward pass that produce the iteration's gradient, before any communication (phase
+// "compute"; nothing with compute.training "none").
+void charge_training_step(const ComputeModel& model, Communicator& comm)
+{
+  if (model.forward_backward > 0) {
+    auto scope = comm.phase("compute");
+    simgrid::s4u::this_actor::sleep_for(model.forward_backward);
+  }
+}
+
+// One copy of the dense gradient between device and host (phase "staging"; nothing without staging).
+void charge_staging_copy(const ExperimentConfig& config, Communicator& comm)
+{
+  const Seconds copy = config.compute.staging_copy_time(config.workload.n);
+  if (copy > 0) {
+    auto scope = comm.phase("staging");
+    simgrid::s4u::this_actor::sleep_for(copy);
+  }
+}
+
 // The dense ring allreduce of the warm-up iterations.
 std::unique_ptr<DenseAllreduce> make_dense_ring_allreduce()
 {
@@ -299,6 +318,8 @@ bool dense_iteration(RunState& run, Communicator& comm, DenseVerifier& verifier,
   if (!begun)
     return false;
   const Seconds start = *begun;
+  charge_training_step(config.compute, comm);
+  charge_staging_copy(config, comm);  // the gradient to the host
   DenseVector data;
   data.length = config.workload.n;
   if (config.workload.data == "real") {
@@ -306,6 +327,7 @@ bool dense_iteration(RunState& run, Communicator& comm, DenseVerifier& verifier,
     config.gradients->generate(rank, it, data.values);
   }
   algorithm.allreduce(comm, data);
+  charge_staging_copy(config, comm);  // the sum back to the device
   end_iteration(run, comm, start, run.records[it][rank]);
   if (rank == 0)
     config.gradients->apply_dense_update(it, data.values, config.ranks);
@@ -315,6 +337,7 @@ bool dense_iteration(RunState& run, Communicator& comm, DenseVerifier& verifier,
   return true;
 }
 
+// The rank loop of a dense allreduce: gradient in, sum out.
 void run_dense_rank(RunState& run, DenseVerifier& verifier, RankId rank)
 {
   const auto& algorithm = dynamic_cast<const DenseAllreduce&>(*run.config.algorithm);
@@ -447,11 +470,14 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
     if (!begun)
       return;
     const Seconds start = *begun;
+    charge_training_step(config.compute, comm);
+    charge_staging_copy(config, comm);  // the gradient to the host
     const SparseVector selection = stage.take_and_charge(comm);
 
     RankIteration& record = run.records[it][rank];
     const SparseInput input{it, n, k, &selection, it % config.selection.reevaluate_every == 0};
     const SparseVector result = algorithm.allreduce(comm, input, state.get(), record.sparse);
+    charge_staging_copy(config, comm);  // the result, as a dense vector, back to the device
     end_iteration(run, comm, start, record);
     record.local_selected = selection.size();
     record.result_nnz = result.size();

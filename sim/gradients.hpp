@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -32,6 +33,9 @@ public:
   // their contributions (sparse U, or the dense sum). Open-loop sources ignore it.
   virtual void apply_update(int /*iteration*/, const SparseVector& /*sum*/, int /*ranks*/) {}
   virtual void apply_dense_update(int /*iteration*/, std::span<const float> /*sum*/, int /*ranks*/) {}
+  // The time of one training step (forward + backward of a rank's mini-batch) of the model behind the
+  // gradients, when the source knows one (calibrated: its model table's "compute" object).
+  virtual std::optional<Seconds> forward_backward_time() const { return std::nullopt; }
   // Lines of training progress for the summary (loss, accuracy); empty for open-loop sources.
   virtual nlohmann::json training_log() const { return nlohmann::json::array(); }
 };

@@ -38,20 +38,40 @@ SelectionConfig parse_selection(JsonReader selection, const std::string& default
   return config;
 }
 
+Seconds ComputeModel::staging_copy_time(std::uint64_t n) const
+{
+  return staging == "pcie" ? 4.0 * static_cast<double>(n) / pcie_bandwidth : 0.0;
+}
+
 nlohmann::json ComputeModel::to_json() const
 {
-  return {{"selection", selection},
+  return {{"training", training},
+          {"forward_backward_s", forward_backward},
+          {"selection", selection},
           {"memory_bandwidth_Bps", memory_bandwidth},
           {"measured_scale", measured_scale},
+          {"staging", staging},
+          {"pcie_bandwidth_Bps", pcie_bandwidth},
           {"deterministic", selection != "measured"}};
 }
 
 ComputeModel parse_compute(JsonReader compute)
 {
   ComputeModel model;
+  model.training = compute.get_enum("training", {"none", "model", "fixed"}, "none");
+  if (model.training == "fixed") {
+    model.forward_backward = compute.get_duration("forward_backward");
+    if (model.forward_backward <= 0)
+      compute.fail("forward_backward", model.forward_backward, "a positive duration");
+  } else if (compute.has("forward_backward")) {
+    compute.fail("forward_backward", compute.raw("forward_backward"),
+                 "no forward_backward unless compute.training is \"fixed\" (\"model\" takes it from the model table)");
+  }
   model.selection = compute.get_enum("selection", {"free", "memory_bandwidth", "measured"}, "memory_bandwidth");
   model.memory_bandwidth = compute.get_bandwidth("memory_bandwidth", "732GBps");
   model.measured_scale = compute.get_number("measured_scale", 1.0, 0.0, 1e6, true);
+  model.staging = compute.get_enum("staging", {"none", "pcie"}, "none");
+  model.pcie_bandwidth = compute.get_bandwidth("pcie_bandwidth", "12GBps");
   compute.finish();
   return model;
 }

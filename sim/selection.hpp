@@ -56,18 +56,31 @@ struct SelectionTraffic {
   std::uint64_t bytes_written = 0;
 };
 
-// How selection is charged in simulated time (config "compute"):
-// - "free": not at all;
-// - "memory_bandwidth": the kernel's memory traffic over a device's memory bandwidth (default: an NVIDIA
-//   P100's 732 GB/s HBM2, the Piz Daint GPU, NVIDIA P100 datasheet), i.e. a memory-bound kernel at full speed;
-// - "measured": this host's measured kernel time times `measured_scale` (not deterministic: results vary
-//   from run to run; manifests say so).
+// What a rank's iteration costs outside the network, in simulated time (config "compute"):
+// - training: the forward and backward pass that produce the gradient, charged at the start of every
+//   iteration (dense warm-up ones too) as phase "compute": "none" (not at all), "model" (the training step
+//   time of the gradient source's model table, configs/models/), or "fixed" (`forward_backward`);
+// - selection (sparse iterations, phase "selection"): "free"; "memory_bandwidth": the kernel's memory
+//   traffic over a device's memory bandwidth (default: an NVIDIA P100's 732 GB/s HBM2, the Piz Daint GPU,
+//   NVIDIA P100 datasheet), i.e. a memory-bound kernel at full speed; "measured": this host's measured kernel
+//   time times `measured_scale` (not deterministic: results vary from run to run; manifests say so);
+// - staging (phase "staging"): "none", or "pcie": the dense gradient (4 bytes per entry) copied from the
+//   device to the host before the collective and the dense result back after it, each over
+//   `pcie_bandwidth`, as the reference implementation did (its collectives work on host arrays).
 struct ComputeModel {
+  std::string training = "none";
+  Seconds forward_backward = 0;  // charged per iteration (resolved from the model table for "model")
   std::string selection = "memory_bandwidth";
   BytesPerSecond memory_bandwidth = 732e9;
   double measured_scale = 1.0;
+  std::string staging = "none";
+  BytesPerSecond pcie_bandwidth = 12e9;
+  // One copy of an n-entry fp32 vector between device and host ("pcie" staging), else 0.
+  Seconds staging_copy_time(std::uint64_t n) const;
   nlohmann::json to_json() const;
 };
+// Reads the config's "compute" object; `training = "model"` leaves `forward_backward` to the caller, which
+// knows the gradient source.
 ComputeModel parse_compute(JsonReader compute);
 
 // One rank's selector; keeps the reused threshold between iterations.

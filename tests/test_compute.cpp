@@ -1,0 +1,141 @@
+// The compute model in the rank loop, through the CLI: the training step (phase "compute") and host staging
+// (phase "staging") are charged every iteration, an iteration's time is the sum of its phases, and the
+// defaults charge nothing.
+#include "sparsim_cli.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace sparsim::testing;
+
+namespace {
+
+nlohmann::json star_config(const std::string& algorithm, const nlohmann::json& compute)
+{
+  return {
+      {"name", "compute"},
+      {"ranks", 4},
+      {"iterations", 3},
+      {"topology", {{"type", "star"}, {"nodes", 4}, {"bandwidth", "10GBps"}, {"latency", "1us"}}},
+      {"algorithm", {{"name", algorithm}}},
+      {"workload", {{"n", 20000}, {"density", 0.01}}},
+      {"gradients", {{"source", "integers"}}},
+      {"compute", compute},
+  };
+}
+
+// Phase time of one iteration in results.csv (the slowest rank's), or -1 when the phase has no row.
+double phase_time(const std::filesystem::path& dir, int iteration, const std::string& phase)
+{
+  for (auto& row : read_csv(dir / "results.csv"))
+    if (row["phase"] == phase && std::stoi(row["iteration"]) == iteration)
+      return number(row, "sim_time_s");
+  return -1;
+}
+
+// Per iteration, the largest over ranks of the sum of the rank's phase times (ranks.csv).
+std::map<int, double> slowest_rank_phase_sums(const std::filesystem::path& dir)
+{
+  std::map<std::pair<int, int>, double> sums;
+  for (auto& row : read_csv(dir / "ranks.csv"))
+    sums[{std::stoi(row.at("iteration")), std::stoi(row.at("rank"))}] += number(row, "time_s");
+  std::map<int, double> slowest;
+  for (auto& [key, sum] : sums)
+    slowest[key.first] = std::max(slowest[key.first], sum);
+  return slowest;
+}
+
+// The forward_backward of a model table, in seconds, read from the file ("10.78ms").
+double table_forward_backward(const std::string& model)
+{
+  const auto table = nlohmann::json::parse(read_text(std::filesystem::path(SPARSIM_SOURCE_DIR) / "configs" /
+                                                     "models" / (model + ".json")));
+  const std::string text = table.at("compute").at("forward_backward");
+  EXPECT_EQ(text.substr(text.size() - 2), "ms");
+  return std::stod(text.substr(0, text.size() - 2)) / 1000;
+}
+
+}  // namespace
+
+// compute.training "model" charges the model table's figure in every iteration, dense warm-up included, and
+// the iteration is the sum of its compute, selection and communication phases.
+TEST(Compute, ModelTrainingStepIsChargedEveryIteration)
+{
+  auto config = star_config("topka", {{"training", "model"}});
+  config["gradients"] = {{"source", "calibrated"}, {"model", "vgg16"}};
+  config["selection"] = {{"warmup_iterations", 1}};
+  CliResult run = run_config(config, "model_step");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const double step = table_forward_backward("vgg16");
+  EXPECT_GT(step, 0.001);
+  const auto sums = slowest_rank_phase_sums(run.dir);
+  for (int it = 0; it < 3; ++it) {
+    SCOPED_TRACE("iteration " + std::to_string(it));
+    EXPECT_DOUBLE_EQ(phase_time(run.dir, it, "compute"), step);
+    if (it == 0)
+      EXPECT_EQ(phase_time(run.dir, it, "selection"), -1);  // the dense warm-up selects nothing
+    else
+      EXPECT_GT(phase_time(run.dir, it, "selection"), 0);
+    const double total = phase_time(run.dir, it, "total");
+    EXPECT_GT(total, step);
+    EXPECT_NEAR(sums.at(it), total, 1e-12 * total);
+  }
+}
+
+// A fixed training step and PCIe staging on a dense algorithm: the communication phases are those of the run
+// without them, and the iteration grows by exactly the compute step and the two copies.
+TEST(Compute, FixedStepAndStagingAddToTheCollective)
+{
+  CliResult plain = run_config(star_config("dense_ring", nlohmann::json::object()), "plain_ring");
+  CliResult charged = run_config(
+      star_config("dense_ring", {{"training", "fixed"}, {"forward_backward", "5ms"}, {"staging", "pcie"},
+                                 {"pcie_bandwidth", "10GBps"}}),
+      "charged_ring");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  ASSERT_EQ(charged.exit_code, 0) << charged.output;
+  const double copies = 2 * 4.0 * 20000 / 10e9;  // the gradient down, the sum back up
+  const auto sums = slowest_rank_phase_sums(charged.dir);
+  for (int it = 0; it < 3; ++it) {
+    SCOPED_TRACE("iteration " + std::to_string(it));
+    EXPECT_DOUBLE_EQ(phase_time(charged.dir, it, "compute"), 0.005);
+    EXPECT_NEAR(phase_time(charged.dir, it, "staging"), copies, 1e-15);
+    for (const auto* phase : {"reduce_scatter", "allgather"})
+      EXPECT_NEAR(phase_time(charged.dir, it, phase), phase_time(plain.dir, it, phase), 1e-15) << phase;
+    const double total = phase_time(charged.dir, it, "total");
+    EXPECT_NEAR(total, phase_time(plain.dir, it, "total") + 0.005 + copies, 1e-12);
+    EXPECT_NEAR(sums.at(it), total, 1e-12 * total);
+  }
+}
+
+// The defaults charge neither: the same results as an explicit "none", with no compute or staging rows.
+TEST(Compute, DefaultsChargeNothing)
+{
+  CliResult implicit = run_config(star_config("topka", nlohmann::json::object()), "implicit");
+  CliResult explicit_none = run_config(star_config("topka", {{"training", "none"}, {"staging", "none"}}), "none");
+  ASSERT_EQ(implicit.exit_code, 0) << implicit.output;
+  ASSERT_EQ(explicit_none.exit_code, 0) << explicit_none.output;
+  EXPECT_EQ(read_text(implicit.dir / "results.csv"), read_text(explicit_none.dir / "results.csv"));
+  for (int it = 0; it < 3; ++it) {
+    EXPECT_EQ(phase_time(implicit.dir, it, "compute"), -1);
+    EXPECT_EQ(phase_time(implicit.dir, it, "staging"), -1);
+  }
+}
+
+TEST(Compute, BadTrainingSettingsAreConfigErrors)
+{
+  struct Case {
+    nlohmann::json compute;
+    std::string path;
+  };
+  const std::vector<Case> cases = {
+      {{{"training", "fixed"}}, "compute.forward_backward"},
+      {{{"training", "model"}, {"forward_backward", "5ms"}}, "compute.forward_backward"},
+      {{{"training", "fixed"}, {"forward_backward", "0s"}}, "compute.forward_backward"},
+      {{{"training", "model"}}, "compute.training"},  // the integers source has no model table
+      {{{"staging", "pcie"}, {"pcie_bandwidth", "12"}}, "compute.pcie_bandwidth"},
+  };
+  for (const auto& c : cases) {
+    CliResult run = run_config(star_config("topka", c.compute), "bad_compute");
+    EXPECT_EQ(run.exit_code, 2) << c.compute.dump() << "\n" << run.output;
+    EXPECT_NE(run.output.find("config error at " + c.path), std::string::npos) << run.output;
+  }
+}
