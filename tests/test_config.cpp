@@ -155,13 +155,17 @@ TEST(Config, DocsListExactlyTheFieldsTheLoaderReads)
   auto log = std::make_shared<FieldLog>();
   std::vector<std::filesystem::path> configs;
   // Experiment configs only: platform files and model tables have their own loaders, and sweeps (files
-  // with "axes") check their points when they load.
+  // with "axes" or "points") check their points when they load.
   const std::set<std::filesystem::path> ignored_folders = {"platforms", "models"};
+  auto is_sweep = [](const std::filesystem::path& path) {
+    const nlohmann::json document = read_json_file(path);
+    return document.contains("axes") || document.contains("points");
+  };
   for (const auto* folder : {"/configs", "/tests/configs"})
     for (const auto& entry :
          std::filesystem::recursive_directory_iterator(std::string(SPARSIM_SOURCE_DIR) + folder))
       if (entry.path().extension() == ".json" && !ignored_folders.count(entry.path().parent_path().filename()) &&
-          !read_json_file(entry.path()).contains("axes"))
+          !is_sweep(entry.path()))
         configs.push_back(entry.path());
   ASSERT_FALSE(configs.empty());
   for (const auto& path : configs) {
