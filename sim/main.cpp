@@ -84,6 +84,16 @@ struct Arguments {
   int warmup = 50;      // stats
 };
 
+// The value of a whole-number flag, at least `minimum`.
+int whole_number(const std::string& flag, const std::string& text, int minimum)
+{
+  int count = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), count);
+  if (error != std::errc() || end != text.data() + text.size() || count < minimum)
+    throw UsageError(fmt::format("{} takes a whole number >= {}, not \"{}\"", flag, minimum, text));
+  return count;
+}
+
 Arguments parse_arguments(int argc, char** argv)
 {
   Arguments args;
@@ -101,13 +111,9 @@ Arguments parse_arguments(int argc, char** argv)
       args.out = value("--out");
     else if (arg == "--relative-to" && args.command == "run")
       args.relative_to = value("--relative-to");
-    else if ((arg == "--jobs" || arg == "--chunk") && args.command == "sweep") {
-      const std::string text = value(arg.c_str());
-      int& count = arg == "--jobs" ? args.jobs : args.chunk;
-      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), count);
-      if (error != std::errc() || end != text.data() + text.size() || count < 1)
-        throw UsageError(fmt::format("{} takes a whole number >= 1, not \"{}\"", arg, text));
-    } else if (arg == "--resume" && args.command == "sweep")
+    else if ((arg == "--jobs" || arg == "--chunk") && args.command == "sweep")
+      (arg == "--jobs" ? args.jobs : args.chunk) = whole_number(arg, value(arg.c_str()), 1);
+    else if (arg == "--resume" && args.command == "sweep")
       args.resume = true;
     else if (arg == "--emit-slurm" && args.command == "sweep")
       args.emit_slurm = true;
@@ -121,29 +127,18 @@ Arguments parse_arguments(int argc, char** argv)
       if (!limit || *limit <= 0)
         throw UsageError(fmt::format("--time-limit takes a positive duration such as \"90s\", \"30min\" or \"2h\", not \"{}\"", text));
       args.time_limit = *limit;
-    } else if (arg == "--threads" && args.command == "run") {
-      const std::string text = value("--threads");
-      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), args.threads);
-      if (error != std::errc() || end != text.data() + text.size() || args.threads < 1)
-        throw UsageError(fmt::format("--threads takes a whole number >= 1, not \"{}\"", text));
-    }
+    } else if (arg == "--threads" && args.command == "run")
+      args.threads = whole_number(arg, value("--threads"), 1);
     else if (arg == "--trace" && args.command == "run")
       args.trace = value("--trace");
-    else if (arg == "--trace-iteration" && args.command == "run") {
-      const std::string text = value("--trace-iteration");
-      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), args.trace_iteration);
-      if (error != std::errc() || end != text.data() + text.size() || args.trace_iteration < 0)
-        throw UsageError(fmt::format("--trace-iteration takes a whole number >= 0, not \"{}\"", text));
-    }
+    else if (arg == "--trace-iteration" && args.command == "run")
+      args.trace_iteration = whole_number(arg, value("--trace-iteration"), 0);
     else if (arg == "--dot" && args.command == "topology")
       args.dot = value("--dot");
-    else if ((arg == "--iterations" || arg == "--warmup") && args.command == "stats") {
-      const std::string text = value(arg.c_str());
-      int& count = arg == "--iterations" ? args.iterations : args.warmup;
-      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), count);
-      if (error != std::errc() || end != text.data() + text.size() || count < (arg == "--iterations" ? 1 : 0))
-        throw UsageError(fmt::format("{} needs a whole number (at least 1 for --iterations), got \"{}\"", arg, text));
-    }
+    else if (arg == "--iterations" && args.command == "stats")
+      args.iterations = whole_number(arg, value(arg.c_str()), 1);
+    else if (arg == "--warmup" && args.command == "stats")
+      args.warmup = whole_number(arg, value(arg.c_str()), 0);
     else if (!arg.empty() && arg[0] != '-' && args.config.empty())
       args.config = arg;
     else
