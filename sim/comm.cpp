@@ -6,7 +6,6 @@
 
 #include <algorithm>
 
-#include <utility>
 
 namespace sparsim {
 namespace {
@@ -88,6 +87,26 @@ Communicator::Communicator(World& world, RankId rank)
 {
 }
 
+World::Pairing World::pair_half(Queues& theirs, Queues& ours, std::uint64_t key)
+{
+  // Take a mailbox before looking: creating one yields to SimGrid, and the queues must not change between
+  // the look-up and the filing.
+  simgrid::s4u::Mailbox* mailbox = take_mailbox();
+  auto waiting = theirs.find(key);
+  if (waiting == theirs.end()) {
+    auto message = std::make_shared<Message>();
+    message->mailbox = mailbox;
+    ours[key].push_back(message);
+    return {std::move(message), false};
+  }
+  return_mailbox(mailbox);
+  MessagePtr message = std::move(waiting->second.front());
+  waiting->second.erase(waiting->second.begin());
+  if (waiting->second.empty())
+    theirs.erase(waiting);
+  return {std::move(message), true};
+}
+
 Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void> payload, std::type_index type,
                                 Bytes bytes)
 {
@@ -104,24 +123,10 @@ Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void
   Request request;
   request.peer_ = dest;
   request.tag_ = tag;
-  // Take a mailbox before looking for a match: creating one yields to SimGrid, and the tables must not
-  // change between the look-up and the insertion.
-  simgrid::s4u::Mailbox* spare = world_.take_mailbox();
   auto& inbox = world_.inboxes_[dest];
-  const std::uint64_t key = match_key(rank_, tag);
-  auto posted = inbox.unmatched_receives.find(key);
-  const bool receive_posted = posted != inbox.unmatched_receives.end();
-  if (receive_posted) {
-    // The receive is already posted on its mailbox: this half starts the transfer.
-    request.message_ = std::move(posted->second.front());
-    posted->second.erase(posted->second.begin());
-    if (posted->second.empty())
-      inbox.unmatched_receives.erase(posted);
-  } else {
-    request.message_ = std::make_shared<Message>();
-    request.message_->mailbox = std::exchange(spare, nullptr);
-    inbox.unmatched_sends[key].push_back(request.message_);
-  }
+  const World::Pairing pairing =
+      world_.pair_half(inbox.unmatched_receives, inbox.unmatched_sends, match_key(rank_, tag));
+  request.message_ = pairing.message;
   Message& message = *request.message_;
   message.source = rank_;
   message.dest = dest;
@@ -129,10 +134,8 @@ Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void
   message.payload = std::move(payload);
   message.type = type;
   request.transfer_ = message.mailbox->put_async(&message, bytes);
-  if (receive_posted)
+  if (pairing.matched)
     world_.return_mailbox(message.mailbox);  // both halves are posted: SimGrid has emptied it
-  if (spare)
-    world_.return_mailbox(spare);
   return request;
 }
 
@@ -144,28 +147,14 @@ Request Communicator::irecv(RankId source, Tag tag)
   request.receive_ = true;
   request.peer_ = source;
   request.tag_ = tag;
-  simgrid::s4u::Mailbox* spare = world_.take_mailbox();  // before the look-up, as in post_send
   auto& inbox = world_.inboxes_[rank_];
-  const std::uint64_t key = match_key(source, tag);
-  auto sent = inbox.unmatched_sends.find(key);
-  const bool send_posted = sent != inbox.unmatched_sends.end();
-  if (send_posted) {
-    // The send is already posted on its mailbox: this half starts the transfer.
-    request.message_ = std::move(sent->second.front());
-    sent->second.erase(sent->second.begin());
-    if (sent->second.empty())
-      inbox.unmatched_sends.erase(sent);
-  } else {
-    request.message_ = std::make_shared<Message>();
-    request.message_->mailbox = std::exchange(spare, nullptr);
-    inbox.unmatched_receives[key].push_back(request.message_);
-  }
+  const World::Pairing pairing =
+      world_.pair_half(inbox.unmatched_sends, inbox.unmatched_receives, match_key(source, tag));
+  request.message_ = pairing.message;
   Message& message = *request.message_;
   request.transfer_ = message.mailbox->get_async(&message.landing);
-  if (send_posted)
-    world_.return_mailbox(message.mailbox);
-  if (spare)
-    world_.return_mailbox(spare);
+  if (pairing.matched)
+    world_.return_mailbox(message.mailbox);  // both halves are posted: SimGrid has emptied it
   return request;
 }
 

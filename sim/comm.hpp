@@ -130,10 +130,19 @@ private:
   using MessagePtr = std::shared_ptr<Message>;
   // Per receiving rank, by (source, tag), oldest first: sends whose receive is not posted yet, and posted
   // receives whose send has not come yet (for one key at most one of the two is non-empty).
+  using Queues = std::unordered_map<std::uint64_t, std::vector<MessagePtr>>;
   struct Inbox {
-    std::unordered_map<std::uint64_t, std::vector<MessagePtr>> unmatched_sends;
-    std::unordered_map<std::uint64_t, std::vector<MessagePtr>> unmatched_receives;
+    Queues unmatched_sends;
+    Queues unmatched_receives;
   };
+  // One half of a message (a send or a receive) looks for its other half: the oldest message the other side
+  // filed under `key` in `theirs` (matched: posting this half starts the transfer), or else a new message,
+  // with a mailbox of its own, filed in `ours` for the other half to find.
+  struct Pairing {
+    MessagePtr message;
+    bool matched = false;
+  };
+  Pairing pair_half(Queues& theirs, Queues& ours, std::uint64_t key);
   // Mailboxes are reused: one is taken for each unmatched message and returned once both halves are posted.
   simgrid::s4u::Mailbox* take_mailbox();
   void return_mailbox(simgrid::s4u::Mailbox* mailbox) { free_mailboxes_.push_back(mailbox); }
