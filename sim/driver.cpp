@@ -279,24 +279,26 @@ void end_iteration(RunState& run, Communicator& comm, Seconds start, RankIterati
   record.phases = run.world.take_stats(comm.rank());
 }
 
+// Spends `duration` of simulated time in `phase` (nothing when it is zero).
+void spend(Communicator& comm, std::string_view phase, Seconds duration)
+{
+  if (duration > 0) {
+    auto scope = comm.phase(phase);
+    simgrid::s4u::this_actor::sleep_for(duration);
+  }
+}
+
 // The forward and backward pass that produce the iteration's gradient, before any communication (phase
 // "compute"; nothing with compute.training "none").
 void charge_training_step(const ComputeModel& model, Communicator& comm)
 {
-  if (model.forward_backward > 0) {
-    auto scope = comm.phase("compute");
-    simgrid::s4u::this_actor::sleep_for(model.forward_backward);
-  }
+  spend(comm, "compute", model.forward_backward);
 }
 
 // One copy of the dense gradient between device and host (phase "staging"; nothing without staging).
 void charge_staging_copy(const ExperimentConfig& config, Communicator& comm)
 {
-  const Seconds copy = config.compute.staging_copy_time(config.workload.n);
-  if (copy > 0) {
-    auto scope = comm.phase("staging");
-    simgrid::s4u::this_actor::sleep_for(copy);
-  }
+  spend(comm, "staging", config.compute.staging_copy_time(config.workload.n));
 }
 
 // The dense ring allreduce of the warm-up iterations.
@@ -399,10 +401,7 @@ public:
       cost = static_cast<double>(prepared.traffic.bytes_read + prepared.traffic.bytes_written) / model.memory_bandwidth;
     else if (model.selection == "measured")
       cost = prepared.host_seconds * model.measured_scale;
-    if (cost > 0) {
-      auto scope = comm.phase("selection");
-      simgrid::s4u::this_actor::sleep_for(cost);
-    }
+    spend(comm, "selection", cost);
     return std::move(prepared.selection);
   }
 
