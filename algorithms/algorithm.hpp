@@ -92,8 +92,10 @@ public:
   {
     return nullptr;
   }
-  virtual SparseVector allreduce(Communicator& comm, const SparseInput& input, SparseRankState* state,
-                                 SparseReport& report) const = 0;
+  // Returns U. Ranks may hand back one shared object when U is computed once from shared payloads
+  // (Communicator::computed_once); the driver treats it as immutable.
+  virtual std::shared_ptr<const SparseVector> allreduce(Communicator& comm, const SparseInput& input,
+                                                        SparseRankState* state, SparseReport& report) const = 0;
 };
 
 }  // namespace sparsim

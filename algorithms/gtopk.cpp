@@ -62,8 +62,8 @@ public:
     return cf;
   }
 
-  SparseVector allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
-                         SparseReport& report) const override
+  std::shared_ptr<const SparseVector> allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
+                                                SparseReport& report) const override
   {
     const int P = comm.size();
     const int r = comm.rank();
@@ -101,7 +101,7 @@ public:
           comm.send(r + distance, kBroadcastTag, current);
     }
     report.global_selected = current->size();
-    return *current;
+    return current;
   }
 };
 

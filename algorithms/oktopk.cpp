@@ -108,6 +108,12 @@ SparseVector concatenate(const Gathered<SparseVector>& parts)
   return out;
 }
 
+// The concatenation of allgathered parts: every rank holds the same parts, so it is assembled once for all.
+std::shared_ptr<const SparseVector> concatenate_once(Communicator& comm, const Gathered<SparseVector>& parts)
+{
+  return comm.computed_once<SparseVector>(parts, [&] { return std::make_shared<const SparseVector>(concatenate(parts)); });
+}
+
 class OkTopk final : public SparseAllreduce {
 public:
   explicit OkTopk(Params params) : params_(std::move(params)) {}
@@ -148,8 +154,8 @@ public:
     return state;
   }
 
-  SparseVector allreduce(Communicator& comm, const SparseInput& input, SparseRankState* base_state,
-                         SparseReport& report) const override
+  std::shared_ptr<const SparseVector> allreduce(Communicator& comm, const SparseInput& input,
+                                                SparseRankState* base_state, SparseReport& report) const override
   {
     auto& state = static_cast<State&>(*base_state);
     const SparseVector& selection = *input.local_selection;
@@ -164,7 +170,7 @@ public:
     const SparseVector reduced = split_and_reduce(comm, selection, state.boundaries);
 
     // Phase 3: global selection and allgather.
-    SparseVector result;
+    std::shared_ptr<const SparseVector> result;
     if (input.reevaluation || !state.have_global_threshold) {
       report.reevaluation = true;
       result = reevaluate(comm, reduced, input.k, state);
@@ -172,7 +178,7 @@ public:
       report.global_threshold = state.global_threshold;
       result = select_and_allgather(comm, reduced, input.k, state);
     }
-    report.global_selected = result.size();
+    report.global_selected = result->size();
     return result;
   }
 
@@ -276,18 +282,21 @@ private:
   }
 
   // Re-evaluation: gather every reduced region, take the exact top-k; its k-th magnitude becomes gth.
-  static SparseVector reevaluate(Communicator& comm, const SparseVector& reduced, std::uint64_t k, State& state)
+  static std::shared_ptr<const SparseVector> reevaluate(Communicator& comm, const SparseVector& reduced,
+                                                        std::uint64_t k, State& state)
   {
     Gathered<SparseVector> regions;
     {
       auto scope = comm.phase("reevaluation_allgather");
       regions = bruck_allgather(comm, std::make_shared<const SparseVector>(reduced), kGatherTag);
     }
-    SparseVector result = top_k_by_magnitude(concatenate(regions), k);
+    // Every rank holds the same regions: the top-k of their concatenation is computed once for all.
+    auto result = comm.computed_once<SparseVector>(
+        regions, [&] { return std::make_shared<const SparseVector>(top_k_by_magnitude(concatenate(regions), k)); });
     double kth = 0;
-    if (result.size() == k && k > 0) {
-      kth = std::fabs(result.values[0]);
-      for (float v : result.values)
+    if (result->size() == k && k > 0) {
+      kth = std::fabs(result->values[0]);
+      for (float v : result->values)
         kth = std::min(kth, static_cast<double>(std::fabs(v)));
     }
     state.global_threshold = kth;
@@ -295,8 +304,8 @@ private:
     return result;
   }
 
-  SparseVector select_and_allgather(Communicator& comm, const SparseVector& reduced, std::uint64_t k,
-                                    State& state) const
+  std::shared_ptr<const SparseVector> select_and_allgather(Communicator& comm, const SparseVector& reduced,
+                                                           std::uint64_t k, State& state) const
   {
     const int P = comm.size();
     // G_r: the reduced entries above the global threshold.
@@ -324,11 +333,11 @@ private:
 
     if (!params_.balancing) {
       auto scope = comm.phase("allgatherv");
-      return concatenate(bruck_allgather(comm, std::shared_ptr<const SparseVector>(global), kAllgathervTag));
+      return concatenate_once(comm, bruck_allgather(comm, std::shared_ptr<const SparseVector>(global), kAllgathervTag));
     }
     std::shared_ptr<const SparseVector> block = balance(comm, *global, counts);
     auto scope = comm.phase("allgatherv");
-    return concatenate(bruck_allgather(comm, block, kAllgathervTag));
+    return concatenate_once(comm, bruck_allgather(comm, block, kAllgathervTag));
   }
 
   // Data balancing: the concatenation of all G_q (in rank order) is cut into P blocks of floor(T/P) or

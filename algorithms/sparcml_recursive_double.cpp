@@ -79,8 +79,8 @@ public:
     return cf;
   }
 
-  SparseVector allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
-                         SparseReport&) const override
+  std::shared_ptr<const SparseVector> allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
+                                                SparseReport&) const override
   {
     const PowerOfTwoFold fold(comm.size());
     const RankId r = comm.rank();
@@ -117,7 +117,7 @@ public:
       else
         current = comm.recv<SparseVector>(r + 1, kUnfoldTag);
     }
-    return *current;
+    return current;
   }
 };
 

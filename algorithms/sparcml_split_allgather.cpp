@@ -175,8 +175,8 @@ public:
     return cf;
   }
 
-  SparseVector allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
-                         SparseReport&) const override
+  std::shared_ptr<const SparseVector> allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
+                                                SparseReport&) const override
   {
     const int P = comm.size();
     const RankId r = comm.rank();
@@ -235,11 +235,14 @@ public:
       regions = bruck_allgather(comm, mine, kAllgatherTags);
     }
 
-    // U: the regions in index order, each reduced once by its owner, so all ranks hold the same bits.
-    SparseVector result;
-    for (const auto& region : regions)
-      append_region(*region, result);
-    return result;
+    // U: the regions in index order, each reduced once by its owner; every rank holds the same regions, so
+    // U is assembled once for all.
+    return comm.computed_once<SparseVector>(regions, [&] {
+      auto result = std::make_shared<SparseVector>();
+      for (const auto& region : regions)
+        append_region(*region, *result);
+      return std::shared_ptr<const SparseVector>(std::move(result));
+    });
   }
 
 private:

@@ -38,8 +38,8 @@ public:
     return cf;
   }
 
-  SparseVector allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
-                         SparseReport&) const override
+  std::shared_ptr<const SparseVector> allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
+                                                SparseReport&) const override
   {
     auto mine = std::make_shared<const SparseVector>(*input.local_selection);
     Gathered<SparseVector> gathered;
@@ -47,11 +47,13 @@ public:
       auto scope = comm.phase("allgather");
       gathered = allgather_ == "ring" ? ring_allgather(comm, mine, 0) : bruck_allgather(comm, mine, 0);
     }
-    // Union sum, in rank order on every rank.
-    std::vector<const SparseVector*> parts;
-    for (const auto& part : gathered)
-      parts.push_back(part.get());
-    return sum_in_order(parts);
+    // Union sum in rank order: every rank holds the same parts, so it is computed once for all.
+    return comm.computed_once<SparseVector>(gathered, [&] {
+      std::vector<const SparseVector*> parts;
+      for (const auto& part : gathered)
+        parts.push_back(part.get());
+      return std::make_shared<const SparseVector>(sum_in_order(parts));
+    });
   }
 
 private:

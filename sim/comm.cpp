@@ -41,6 +41,26 @@ PhaseId World::intern_phase(std::string_view name)
   return static_cast<PhaseId>(phase_names_.size() - 1);
 }
 
+std::shared_ptr<const void> World::shared_result_erased(std::vector<std::shared_ptr<const void>> inputs,
+                                                        std::type_index type, int users,
+                                                        const std::function<std::shared_ptr<const void>()>& compute)
+{
+  SharedKey key{type, {}};
+  key.second.reserve(inputs.size());
+  for (const auto& input : inputs)
+    key.second.push_back(input.get());
+  auto found = shared_results_.find(key);
+  if (found == shared_results_.end()) {
+    found = shared_results_.emplace(std::move(key), SharedEntry{std::move(inputs), compute(), users}).first;
+    ++shared_computed_;
+  }
+  ++shared_taken_;
+  std::shared_ptr<const void> result = found->second.result;
+  if (--found->second.remaining <= 0)
+    shared_results_.erase(found);
+  return result;
+}
+
 PhaseStats& World::stats(RankId rank, PhaseId phase)
 {
   auto& per_phase = stats_[rank];

@@ -27,12 +27,15 @@
 #include <simgrid/s4u/Comm.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <typeindex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace simgrid::s4u {
@@ -125,6 +128,22 @@ public:
   // Hands over each rank's slices of the traced iteration, in the order they ended.
   std::vector<std::vector<TraceSlice>> take_trace() { return std::move(traces_); }
 
+  // Host work that every rank would repeat on the same payloads (TopkA sums the same P gathered selections
+  // on every rank): the first rank to ask runs `compute`, the others take the same object. The key is the
+  // exact list of input payloads plus the result type; the entry holds the inputs (so no other payload can
+  // take their addresses while it lives) and is dropped once `users` ranks have taken it. Only for pure,
+  // deterministic functions of the inputs: the shared result is then bitwise what each rank would compute.
+  template <class R>
+  std::shared_ptr<const R> shared_result(std::vector<std::shared_ptr<const void>> inputs, int users,
+                                         const std::function<std::shared_ptr<const R>()>& compute)
+  {
+    return std::static_pointer_cast<const R>(
+        shared_result_erased(std::move(inputs), typeid(R), users, [&] { return compute(); }));
+  }
+  // Results computed and results taken by shared_result so far (for tests and benchmarks).
+  std::uint64_t shared_results_computed() const { return shared_computed_; }
+  std::uint64_t shared_results_taken() const { return shared_taken_; }
+
 private:
   friend class Communicator;
   using MessagePtr = std::shared_ptr<Message>;
@@ -168,6 +187,19 @@ private:
   std::vector<simgrid::kernel::resource::StandardLinkImpl*> route_;  // scratch for add_link_bytes
   int traced_iteration_ = -1;
   std::vector<std::vector<TraceSlice>> traces_;  // [rank], filled during the traced iteration only
+
+  std::shared_ptr<const void> shared_result_erased(std::vector<std::shared_ptr<const void>> inputs,
+                                                   std::type_index type, int users,
+                                                   const std::function<std::shared_ptr<const void>()>& compute);
+  using SharedKey = std::pair<std::type_index, std::vector<const void*>>;  // result type, input addresses
+  struct SharedEntry {
+    std::vector<std::shared_ptr<const void>> inputs;  // kept alive: their addresses are the key
+    std::shared_ptr<const void> result;
+    int remaining = 0;  // ranks yet to take it
+  };
+  std::map<SharedKey, SharedEntry> shared_results_;
+  std::uint64_t shared_computed_ = 0;
+  std::uint64_t shared_taken_ = 0;
 };
 
 // A posted send or receive. Complete it with Communicator::wait / wait_all.
@@ -238,6 +270,15 @@ public:
     wait(r);
     wait(s);
     return take<T>(r);
+  }
+
+  // A result every rank of the World computes identically from the same payloads, computed once
+  // (World::shared_result with all ranks as users).
+  template <class R, class T>
+  std::shared_ptr<const R> computed_once(const std::vector<std::shared_ptr<const T>>& inputs,
+                                         const std::function<std::shared_ptr<const R>()>& compute)
+  {
+    return world_.shared_result<R>({inputs.begin(), inputs.end()}, size(), compute);
   }
 
   // Phases: `auto scope = comm.phase("reduce_scatter");` attributes traffic and time to the phase until

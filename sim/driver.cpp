@@ -72,14 +72,14 @@ public:
   }
 
   // Each rank reports once per iteration; the last one checks. Returns the error ratio (<= 1 passes).
-  double report(const SparseVector& selection, const SparseVector& result)
+  double report(const SparseVector& selection, const std::shared_ptr<const SparseVector>& result)
   {
     if (reported_ == 0) {
       sum_.assign(n_, 0.0);
       abs_sum_.assign(n_, 0.0);
       selected_.assign(n_, false);
       first_result_ = result;
-    } else if (!(result == first_result_)) {
+    } else if (result != first_result_ && !(*result == *first_result_)) {  // one shared U is trivially the same
       throw std::runtime_error("verification failed: ranks ended the iteration with different results");
     }
     for (std::size_t e = 0; e < selection.size(); ++e) {
@@ -99,14 +99,15 @@ private:
     if (semantics_ == SparseAllreduce::ResultSemantics::reselected)
       return 0;
     double worst = 0;
-    for (std::size_t e = 0; e < first_result_.size(); ++e) {
-      const Index i = first_result_.indices[e];
+    const SparseVector& result = *first_result_;
+    for (std::size_t e = 0; e < result.size(); ++e) {
+      const Index i = result.indices[e];
       if (!selected_[i])
         return 1e300;  // U holds an index nobody selected
-      worst = std::max(worst, std::fabs(first_result_.values[e] - sum_[i]) / rounding_tolerance(ranks_, abs_sum_[i]));
+      worst = std::max(worst, std::fabs(result.values[e] - sum_[i]) / rounding_tolerance(ranks_, abs_sum_[i]));
     }
     if (semantics_ == SparseAllreduce::ResultSemantics::union_sum &&
-        static_cast<std::size_t>(std::count(selected_.begin(), selected_.end(), true)) != first_result_.size())
+        static_cast<std::size_t>(std::count(selected_.begin(), selected_.end(), true)) != result.size())
       return 1e300;  // a selected index is missing from U
     return worst;
   }
@@ -115,7 +116,7 @@ private:
   std::uint64_t n_;
   SparseAllreduce::ResultSemantics semantics_;
   int reported_ = 0;
-  SparseVector first_result_;
+  std::shared_ptr<const SparseVector> first_result_;
   std::vector<double> sum_;
   std::vector<double> abs_sum_;
   std::vector<bool> selected_;
@@ -475,15 +476,15 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
 
     RankIteration& record = run.records[it][rank];
     const SparseInput input{it, n, k, &selection, it % config.selection.reevaluate_every == 0};
-    const SparseVector result = algorithm.allreduce(comm, input, state.get(), record.sparse);
+    const std::shared_ptr<const SparseVector> result = algorithm.allreduce(comm, input, state.get(), record.sparse);
     charge_staging_copy(config, comm);  // the result, as a dense vector, back to the device
     end_iteration(run, comm, start, record);
     record.local_selected = selection.size();
-    record.result_nnz = result.size();
+    record.result_nnz = result->size();
 
-    stage.consume(rank, selection, result, algorithm.residual_rule());
+    stage.consume(rank, selection, *result, algorithm.residual_rule());
     if (rank == 0)
-      config.gradients->apply_update(it, result, config.ranks);
+      config.gradients->apply_update(it, *result, config.ranks);
     if (config.verify)
       run.note_verification(verifier.report(selection, result), rank, it);
     run.progress(rank, it);

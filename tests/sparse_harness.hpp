@@ -84,7 +84,7 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
         RankOutcome& out = run.iterations[it][r];
         const SparseInput input{static_cast<int>(it), n, k, &selections[it][r],
                                 static_cast<int>(it) % reevaluate_every == 0};
-        out.result = algorithm.allreduce(comm, input, state.get(), out.report);
+        out.result = *algorithm.allreduce(comm, input, state.get(), out.report);
         comm.flush_phase_time();
         out.time = sg4::Engine::get_clock() - start;
         out.phases = world.take_stats(r);

@@ -214,3 +214,43 @@ TEST(Communicator, CountsMessagesBytesAndTimePerPhase)
   EXPECT_NEAR(stats0[first].time, first_time, 1e-12);
   EXPECT_NEAR(stats0[second].time, 2 * kLatency + 12 / kBandwidth, 1e-12);
 }
+
+// computed_once: the first of the ranks that hold the same payloads computes, the others take that object;
+// the entry goes once every rank has taken it, so the same payloads ask again compute again, and other
+// payloads (or the same payloads in another order) never share a result.
+TEST(Communicator, ComputedOnceIsSharedByAllRanksAndDroppedAfterTheLast)
+{
+  constexpr int P = 3;
+  Simulation sim(P);
+  World world(sim.hosts, WireFormat{});
+  const auto a = block_of({1.0f});
+  const auto b = block_of({2.0f});
+  int computations = 0;
+  std::vector<std::shared_ptr<const DenseBlock>> first(P), second(P), reversed(P);
+  for (int r = 0; r < P; ++r)
+    sg4::Actor::create("r" + std::to_string(r), sim.hosts[r], [&, r] {
+      Communicator comm(world, r);
+      auto sum_of = [&](const std::vector<std::shared_ptr<const DenseBlock>>& parts) {
+        return comm.computed_once<DenseBlock>(parts, [&] {
+          ++computations;
+          return block_of({parts[0]->values[0] * 10 + parts[1]->values[0]});
+        });
+      };
+      first[r] = sum_of({a, b});
+      sg4::this_actor::sleep_for(1.0);  // every rank has taken the first result
+      second[r] = sum_of({a, b});
+      reversed[r] = sum_of({b, a});
+    });
+  sim.engine->run();
+  EXPECT_EQ(computations, 3);  // {a, b} twice (the first entry was dropped), {b, a} once
+  for (int r = 0; r < P; ++r) {
+    EXPECT_EQ(first[r], first[0]) << "rank " << r;
+    EXPECT_EQ(second[r], second[0]) << "rank " << r;
+    EXPECT_EQ(reversed[r], reversed[0]) << "rank " << r;
+  }
+  EXPECT_NE(first[0], second[0]);
+  EXPECT_EQ(first[0]->values, std::vector<float>{12.0f});
+  EXPECT_EQ(reversed[0]->values, std::vector<float>{21.0f});
+  EXPECT_EQ(world.shared_results_computed(), 3u);
+  EXPECT_EQ(world.shared_results_taken(), 3u * P);
+}
