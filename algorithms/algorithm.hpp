@@ -51,7 +51,7 @@ struct SparseInput {
   int iteration = 0;
   std::uint64_t n = 0;                          // gradient length
   std::uint64_t k = 0;                          // floor(density * n)
-  const SparseVector* local_selection = nullptr;  // this rank's selection from its accumulated gradient
+  std::shared_ptr<const SparseVector> local_selection;  // this rank's selection from its accumulated gradient
   bool reevaluation = true;  // a threshold re-evaluation iteration (every tau' = selection.reevaluate_every)
 };
 

@@ -70,9 +70,9 @@ public:
     const std::size_t k = input.k;
     // Local top-k: the rank loop hands the exact top-k; a larger selection (a reused threshold) is cut to
     // its top-k, so that every set on the tree holds at most k pairs.
-    auto current = std::make_shared<const SparseVector>(input.local_selection->size() > k
-                                                            ? top_k_by_magnitude(*input.local_selection, k)
-                                                            : *input.local_selection);
+    auto current = input.local_selection->size() > k
+                       ? std::make_shared<const SparseVector>(top_k_by_magnitude(*input.local_selection, k))
+                       : input.local_selection;
 
     // Reduction tree: receive from r + 2^i while r's low i+1 bits are zero, then send to the parent and stop.
     int distance = 1;

@@ -76,10 +76,10 @@ struct State final : SparseRankState {
 
 // The two halves of a region slice in two-message mode.
 struct SliceIndices {
-  std::shared_ptr<const SparseVector> slice;
+  std::shared_ptr<const SparseSlice> slice;
 };
 struct SliceValues {
-  std::shared_ptr<const SparseVector> slice;
+  std::shared_ptr<const SparseSlice> slice;
 };
 Bytes wire_bytes(const SliceIndices& p, const WireFormat& wire) { return p.slice->size() * wire.index_bytes; }
 Bytes wire_bytes(const SliceValues& p, const WireFormat& wire) { return p.slice->size() * wire.value_bytes; }
@@ -167,7 +167,7 @@ public:
     }
 
     // Phase 2: split and reduce; rank r ends with its reduced region R_r.
-    const SparseVector reduced = split_and_reduce(comm, selection, state.boundaries);
+    const SparseVector reduced = split_and_reduce(comm, input.local_selection, state.boundaries);
 
     // Phase 3: global selection and allgather.
     std::shared_ptr<const SparseVector> result;
@@ -207,15 +207,15 @@ private:
     return boundaries;
   }
 
-  SparseVector split_and_reduce(Communicator& comm, const SparseVector& selection,
+  SparseVector split_and_reduce(Communicator& comm, const std::shared_ptr<const SparseVector>& selection,
                                 const std::vector<std::uint64_t>& boundaries) const
   {
     const int P = comm.size();
     const int r = comm.rank();
-    Gathered<SparseVector> slices(P);
+    Gathered<SparseSlice> slices(P);  // views of the selection, one per region
     for (int j = 0; j < P; ++j)
-      slices[j] = std::make_shared<const SparseVector>(
-          slice(selection, static_cast<Index>(boundaries[j]), static_cast<Index>(boundaries[j + 1])));
+      slices[j] = std::make_shared<const SparseSlice>(
+          slice_of(selection, static_cast<Index>(boundaries[j]), static_cast<Index>(boundaries[j + 1])));
 
     // Count exchange: an alltoall of one integer, in the same steps and waves as the data (posting all P-1
     // at once would also be slow to simulate: SimGrid's cost per event grows with the flows in flight).
@@ -241,7 +241,7 @@ private:
 
     // Split: P-1 steps in waves of `bucket`; each wave's messages fly together. Reductions are free in
     // simulated time (no compute model yet), so the overlap with the next wave is not modelled.
-    Gathered<SparseVector> parts(P);
+    Gathered<SparseSlice> parts(P);
     parts[r] = slices[r];
     {
       auto scope = comm.phase("split");
@@ -267,7 +267,7 @@ private:
         comm.wait_all(sends);
         for (auto& [source, incoming] : receives) {
           comm.wait_all(incoming);
-          parts[source] = params_.messages_per_step == 1 ? comm.take<SparseVector>(incoming[0])
+          parts[source] = params_.messages_per_step == 1 ? comm.take<SparseSlice>(incoming[0])
                                                          : comm.take<SliceIndices>(incoming[0])->slice;
           if (static_cast<std::int64_t>(parts[source]->size()) != announced[source])
             throw std::logic_error("oktopk: a region slice differs from its announced count");
@@ -275,9 +275,9 @@ private:
       }
     }
     // Reduce: the owner sums the slices of its region in rank order.
-    std::vector<const SparseVector*> ordered;
+    std::vector<SparseView> ordered;
     for (const auto& part : parts)
-      ordered.push_back(part.get());
+      ordered.push_back(part->view());
     return sum_in_order(ordered);
   }
 

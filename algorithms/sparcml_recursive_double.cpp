@@ -84,7 +84,7 @@ public:
   {
     const PowerOfTwoFold fold(comm.size());
     const RankId r = comm.rank();
-    auto current = std::make_shared<const SparseVector>(*input.local_selection);
+    auto current = input.local_selection;
 
     // Fold: the even rank of each of the first rem pairs hands its selection to its odd neighbour.
     if (r < 2 * fold.rem()) {

@@ -180,12 +180,11 @@ public:
   {
     const int P = comm.size();
     const RankId r = comm.rank();
-    const SparseVector& selection = *input.local_selection;
     auto region_begin = [&](int j) { return static_cast<Index>(block_begin(input.n, P, j)); };
 
     // Phase 1, sparse reduce-scatter: each region's slice goes straight to its owner, destinations rotated
     // so that every step is a permutation; the owner sums the slices in rank order.
-    std::vector<std::shared_ptr<const SparseVector>> slices(P);
+    Gathered<SparseSlice> slices(P);  // views of the selection
     {
       auto scope = comm.phase("reduce_scatter");
       for (int first = 1; first < P; first += throttle_) {
@@ -194,21 +193,22 @@ public:
         const int last = std::min(P, first + throttle_);
         for (int s = first; s < last; ++s) {
           const int dest = (r + s) % P;
-          sends.push_back(comm.isend(
-              dest, kReduceScatterTag,
-              std::make_shared<const SparseVector>(slice(selection, region_begin(dest), region_begin(dest + 1)))));
+          sends.push_back(comm.isend(dest, kReduceScatterTag,
+                                     std::make_shared<const SparseSlice>(slice_of(
+                                         input.local_selection, region_begin(dest), region_begin(dest + 1)))));
           receives.push_back(comm.irecv((r - s + P) % P, kReduceScatterTag));
         }
         comm.wait_all(sends);
         comm.wait_all(receives);
         for (int s = first; s < last; ++s)
-          slices[(r - s + P) % P] = comm.take<SparseVector>(receives[s - first]);
+          slices[(r - s + P) % P] = comm.take<SparseSlice>(receives[s - first]);
       }
     }
-    slices[r] = std::make_shared<const SparseVector>(slice(selection, region_begin(r), region_begin(r + 1)));
-    std::vector<const SparseVector*> parts;
+    slices[r] =
+        std::make_shared<const SparseSlice>(slice_of(input.local_selection, region_begin(r), region_begin(r + 1)));
+    std::vector<SparseView> parts;
     for (const auto& part : slices)
-      parts.push_back(part.get());
+      parts.push_back(part->view());
     SparseVector reduced = sum_in_order(parts);
 
     // Phase 2 (global switch only): every rank learns the union's size, as the reference's allgather of

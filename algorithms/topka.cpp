@@ -41,7 +41,7 @@ public:
   std::shared_ptr<const SparseVector> allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
                                                 SparseReport&) const override
   {
-    auto mine = std::make_shared<const SparseVector>(*input.local_selection);
+    const auto& mine = input.local_selection;
     Gathered<SparseVector> gathered;
     {
       auto scope = comm.phase("allgather");

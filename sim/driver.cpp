@@ -472,21 +472,21 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
     const Seconds start = *begun;
     charge_training_step(config.compute, comm);
     charge_staging_copy(config, comm);  // the gradient to the host
-    const SparseVector selection = stage.take_and_charge(comm);
+    const auto selection = std::make_shared<const SparseVector>(stage.take_and_charge(comm));
 
     RankIteration& record = run.records[it][rank];
-    const SparseInput input{it, n, k, &selection, it % config.selection.reevaluate_every == 0};
+    const SparseInput input{it, n, k, selection, it % config.selection.reevaluate_every == 0};
     const std::shared_ptr<const SparseVector> result = algorithm.allreduce(comm, input, state.get(), record.sparse);
     charge_staging_copy(config, comm);  // the result, as a dense vector, back to the device
     end_iteration(run, comm, start, record);
-    record.local_selected = selection.size();
+    record.local_selected = selection->size();
     record.result_nnz = result->size();
 
-    stage.consume(rank, selection, *result, algorithm.residual_rule());
+    stage.consume(rank, *selection, *result, algorithm.residual_rule());
     if (rank == 0)
       config.gradients->apply_update(it, *result, config.ranks);
     if (config.verify)
-      run.note_verification(verifier.report(selection, result), rank, it);
+      run.note_verification(verifier.report(*selection, result), rank, it);
     run.progress(rank, it);
   }
 }

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace sparsim {
@@ -30,6 +31,18 @@ struct SparseVector {
 
   // Element-wise equality of both arrays (float ==, so -0.0 equals 0.0).
   friend bool operator==(const SparseVector&, const SparseVector&) = default;
+};
+
+// Read-only view of consecutive entries of a sparse vector (all of it, or a slice).
+struct SparseView {
+  std::span<const Index> indices;
+  std::span<const float> values;
+
+  SparseView() = default;
+  SparseView(const SparseVector& v) : indices(v.indices), values(v.values) {}  // NOLINT: implicit on purpose
+  SparseView(std::span<const Index> i, std::span<const float> v) : indices(i), values(v) {}
+  std::size_t size() const { return indices.size(); }
+  bool empty() const { return indices.empty(); }
 };
 
 }  // namespace sparsim

@@ -18,28 +18,28 @@ SparseVector merge_sum(const SparseVector& a, const SparseVector& b)
 namespace {
 
 // k-way merge on (index, part number): equal indices come out in part order.
-SparseVector merge_in_order(std::span<const SparseVector* const> parts, std::size_t total)
+SparseVector merge_in_order(std::span<const SparseView> parts, std::size_t total)
 {
   using Head = std::pair<Index, std::size_t>;  // (index, part)
   std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
   std::vector<std::size_t> cursor(parts.size(), 0);
   for (std::size_t p = 0; p < parts.size(); ++p)
-    if (!parts[p]->empty())
-      heads.emplace(parts[p]->indices[0], p);
+    if (!parts[p].empty())
+      heads.emplace(parts[p].indices[0], p);
   SparseVector sum;
   sum.reserve(total);
   while (!heads.empty()) {
     auto [index, p] = heads.top();
     heads.pop();
-    const float value = parts[p]->values[cursor[p]];
+    const float value = parts[p].values[cursor[p]];
     if (!sum.empty() && sum.indices.back() == index) {
       sum.values.back() += value;
     } else {
       sum.indices.push_back(index);
       sum.values.push_back(value);
     }
-    if (++cursor[p] < parts[p]->size())
-      heads.emplace(parts[p]->indices[cursor[p]], p);
+    if (++cursor[p] < parts[p].size())
+      heads.emplace(parts[p].indices[cursor[p]], p);
   }
   return sum;
 }
@@ -47,17 +47,17 @@ SparseVector merge_in_order(std::span<const SparseVector* const> parts, std::siz
 // The same sums through a dense accumulator over the parts' index span: parts are added one after the other,
 // so each index's value is summed in part order exactly as the merge does (the first value is copied, not
 // added to zero, which would turn -0 into +0). Linear in the span and the entries.
-SparseVector accumulate_in_order(std::span<const SparseVector* const> parts, Index lowest, Index highest)
+SparseVector accumulate_in_order(std::span<const SparseView> parts, Index lowest, Index highest)
 {
   const std::size_t span = static_cast<std::size_t>(highest - lowest) + 1;
   thread_local std::vector<float> values;
   thread_local std::vector<std::uint8_t> present;
   values.resize(span);
   present.assign(span, 0);
-  for (const SparseVector* part : parts)
-    for (std::size_t e = 0; e < part->size(); ++e) {
-      const std::size_t slot = part->indices[e] - lowest;
-      values[slot] = present[slot] ? values[slot] + part->values[e] : part->values[e];
+  for (const SparseView& part : parts)
+    for (std::size_t e = 0; e < part.size(); ++e) {
+      const std::size_t slot = part.indices[e] - lowest;
+      values[slot] = present[slot] ? values[slot] + part.values[e] : part.values[e];
       present[slot] = 1;
     }
   SparseVector sum;
@@ -74,14 +74,23 @@ SparseVector accumulate_in_order(std::span<const SparseVector* const> parts, Ind
 
 SparseVector sum_in_order(std::span<const SparseVector* const> parts)
 {
+  std::vector<SparseView> views;
+  views.reserve(parts.size());
+  for (const SparseVector* part : parts)
+    views.emplace_back(*part);
+  return sum_in_order(views);
+}
+
+SparseVector sum_in_order(std::span<const SparseView> parts)
+{
   std::size_t total = 0;
   Index lowest = std::numeric_limits<Index>::max();
   Index highest = 0;
-  for (const SparseVector* part : parts) {
-    total += part->size();
-    if (!part->empty()) {
-      lowest = std::min(lowest, part->indices.front());
-      highest = std::max(highest, part->indices.back());
+  for (const SparseView& part : parts) {
+    total += part.size();
+    if (!part.empty()) {
+      lowest = std::min(lowest, part.indices.front());
+      highest = std::max(highest, part.indices.back());
     }
   }
   if (total == 0)
@@ -93,14 +102,12 @@ SparseVector sum_in_order(std::span<const SparseVector* const> parts)
   return merge_in_order(parts, total);
 }
 
-SparseVector slice(const SparseVector& v, Index begin, Index end)
+SparseSlice slice_of(std::shared_ptr<const SparseVector> v, Index begin, Index end)
 {
-  const auto first = std::lower_bound(v.indices.begin(), v.indices.end(), begin) - v.indices.begin();
-  const auto last = std::lower_bound(v.indices.begin(), v.indices.end(), end) - v.indices.begin();
-  SparseVector out;
-  out.indices.assign(v.indices.begin() + first, v.indices.begin() + last);
-  out.values.assign(v.values.begin() + first, v.values.begin() + last);
-  return out;
+  const auto& indices = v->indices;
+  const auto first = static_cast<std::size_t>(std::lower_bound(indices.begin(), indices.end(), begin) - indices.begin());
+  const auto last = static_cast<std::size_t>(std::lower_bound(indices.begin(), indices.end(), end) - indices.begin());
+  return {std::move(v), first, last};
 }
 
 SparseVector top_k_by_magnitude(const SparseVector& v, std::size_t k)

@@ -16,10 +16,28 @@ SparseVector merge_sum(const SparseVector& a, const SparseVector& b);
 
 // The sum of `parts` on the union of their indices, each index summed in the order of `parts`
 // ((p0 + p1) + p2 ...), so ranks holding the same parts in the same order get bitwise-identical sums.
+SparseVector sum_in_order(std::span<const SparseView> parts);
 SparseVector sum_in_order(std::span<const SparseVector* const> parts);
 
-// The entries of v with begin <= index < end.
-SparseVector slice(const SparseVector& v, Index begin, Index end);
+// The entries of v with begin <= index < end, without copying them: a message payload that keeps the whole
+// vector alive and costs on the wire what a SparseVector of those entries costs (sparse collectives send
+// slices of a rank's selection to the ranks that own the index ranges).
+struct SparseSlice {
+  std::shared_ptr<const SparseVector> whole;
+  std::size_t first = 0;  // positions [first, last) of `whole`
+  std::size_t last = 0;
+
+  std::size_t size() const { return last - first; }
+  SparseView view() const
+  {
+    return {std::span(whole->indices).subspan(first, size()), std::span(whole->values).subspan(first, size())};
+  }
+};
+SparseSlice slice_of(std::shared_ptr<const SparseVector> v, Index begin, Index end);  // entries begin <= index < end
+inline Bytes wire_bytes(const SparseSlice& s, const WireFormat& wire)
+{
+  return s.size() * static_cast<Bytes>(wire.index_bytes + wire.value_bytes);
+}
 
 // The k entries of largest |value| (ties: smaller index first), sorted by index.
 SparseVector top_k_by_magnitude(const SparseVector& v, std::size_t k);

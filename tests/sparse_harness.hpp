@@ -82,7 +82,7 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
         comm.restart_phase_clock();
         const double start = sg4::Engine::get_clock();
         RankOutcome& out = run.iterations[it][r];
-        const SparseInput input{static_cast<int>(it), n, k, &selections[it][r],
+        const SparseInput input{static_cast<int>(it), n, k, std::make_shared<const SparseVector>(selections[it][r]),
                                 static_cast<int>(it) % reevaluate_every == 0};
         out.result = *algorithm.allreduce(comm, input, state.get(), out.report);
         comm.flush_phase_time();

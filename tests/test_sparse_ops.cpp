@@ -89,3 +89,37 @@ TEST(SparseOps, SumInOrderKeepsNegativeZeroAndEmptyParts)
   EXPECT_TRUE(std::signbit(sum.values[0]));  // a lone -0 stays -0
   EXPECT_TRUE(sum_of(std::vector<SparseVector>(3)).empty());
 }
+
+// Slices are views: each holds exactly the entries of its index range (checked against a filter of the
+// whole vector), costs what a copy of them would cost on the wire, and the views of consecutive ranges
+// summed in order give the same bits as the copies.
+TEST(SparseOps, SlicesViewTheirIndexRangeWithoutCopying)
+{
+  const auto whole = std::make_shared<const SparseVector>(random_parts(1, 500, 0, 10'000, 11)[0]);
+  const std::vector<Index> bounds = {0, 1, 2500, 2500, 7000, 10'000, 20'000};
+  const WireFormat wire;
+  std::vector<SparseVector> copies;
+  std::vector<SparseView> views;
+  std::vector<SparseSlice> slices;
+  for (std::size_t j = 0; j + 1 < bounds.size(); ++j)
+    slices.push_back(slice_of(whole, bounds[j], bounds[j + 1]));
+  for (std::size_t j = 0; j + 1 < bounds.size(); ++j) {
+    const SparseSlice& s = slices[j];
+    SparseVector expected;
+    for (std::size_t e = 0; e < whole->size(); ++e)
+      if (whole->indices[e] >= bounds[j] && whole->indices[e] < bounds[j + 1]) {
+        expected.indices.push_back(whole->indices[e]);
+        expected.values.push_back(whole->values[e]);
+      }
+    const SparseView view = s.view();
+    EXPECT_EQ(SparseVector({{view.indices.begin(), view.indices.end()}, {view.values.begin(), view.values.end()}}),
+              expected)
+        << "range " << j;
+    EXPECT_EQ(view.indices.data(), whole->indices.data() + s.first) << "a view, not a copy";
+    EXPECT_EQ(wire_bytes(s, wire), wire_bytes(expected, wire));
+    copies.push_back(expected);
+    views.push_back(view);
+  }
+  expect_bitwise_equal(sum_in_order(views), oracle_sum(copies));
+  expect_bitwise_equal(sum_in_order(views), *whole);
+}
