@@ -5,7 +5,9 @@ A sweep folder DIR (from `sparsim sweep SWEEP.json --out DIR`) holds summary.csv
 iteration and phase; the point's coordinates in "axis:..." columns, then the columns of results.csv) and
 points/NNNN/ with results.csv, ranks.csv, links.csv and manifest.json per complete point (points run by
 older versions may lack links.csv). The notebooks find DIR in the environment variable SPARSIM_SWEEP_DIR
-and write figures to SPARSIM_FIGURES_DIR (default DIR/figures).
+(5_time_to_accuracy: SPARSIM_TTA_DIR) and write figures to SPARSIM_FIGURES_DIR (default DIR/figures).
+Sweeps of the closed-loop training source (gradients.source "fashion_mnist_mlp") also carry the training
+log in each manifest's "training" array, read by training_curves().
 """
 import json
 import os
@@ -16,11 +18,12 @@ import pandas as pd
 WORD_BYTES = 4  # a word is 4 bytes, as in results.csv's lower_bound_bytes
 
 
-def sweep_dir(default="../results/ci_small"):
-    folder = Path(os.environ.get("SPARSIM_SWEEP_DIR", default)).resolve()
+def sweep_dir(default="../results/ci_small", variable="SPARSIM_SWEEP_DIR"):
+    """The sweep folder named by the environment variable `variable`, else `default`."""
+    folder = Path(os.environ.get(variable, default)).resolve()
     if not (folder / "summary.csv").exists():
         raise FileNotFoundError(f"{folder} holds no summary.csv: run `sparsim sweep SWEEP.json --out {folder}` "
-                                "first, or point SPARSIM_SWEEP_DIR at a sweep folder")
+                                f"first, or point {variable} at a sweep folder")
     return folder
 
 
@@ -81,3 +84,57 @@ def summary(sweep):
 
 def ranks(point_folder):
     return pd.read_csv(point_folder / "ranks.csv")
+
+
+def training_label(config):
+    """A training run's label from its resolved config: variant_label, plus tau' (iterations between exact
+    threshold re-evaluations) where the local selection reuses thresholds."""
+    label = variant_label(config["algorithm"])
+    selection = config.get("selection", {})
+    if config["algorithm"]["name"] != "dense_ring" and selection.get("policy") == "threshold_reuse":
+        label += f", tau' = {selection['reevaluate_every']}"
+    return label
+
+
+def iteration_times(point_folder):
+    """One row per iteration of a point: its simulated time (results.csv's `total` row: the slowest rank's
+    iteration; ranks start every iteration aligned) and `start_s`, the simulated time at which it starts
+    (the sum of the iterations before it)."""
+    table = pd.read_csv(point_folder / "results.csv")
+    total = table[table["phase"] == "total"].sort_values("iteration")
+    times = pd.DataFrame({"iteration": total["iteration"].to_numpy(), "sim_time_s": total["sim_time_s"].to_numpy()})
+    times["start_s"] = times["sim_time_s"].cumsum() - times["sim_time_s"]
+    return times
+
+
+def training_curves(sweep):
+    """One row per (point, evaluated iteration) of a sweep of the training source: the point's label and P,
+    the iteration i, test_accuracy and test_loss of the weights w_i (after i updates) and `sim_time_s`, the
+    simulated time at which w_i exists: the sum of the times of iterations 0 .. i-1 (so 0 at i = 0)."""
+    rows = []
+    for point in points(sweep).itertuples():
+        manifest = json.loads((point.folder / "manifest.json").read_text())
+        times = iteration_times(point.folder).set_index("iteration")["start_s"]
+        for entry in manifest["training"]:
+            if "test_accuracy" in entry:
+                rows.append({
+                    "point": point.point,
+                    "label": training_label(manifest["config"]),
+                    "P": point.P,
+                    "iteration": entry["iteration"],
+                    "test_accuracy": entry["test_accuracy"],
+                    "test_loss": entry["test_loss"],
+                    "sim_time_s": times[entry["iteration"]],
+                })
+    return pd.DataFrame(rows)
+
+
+def time_to_target(curves, target):
+    """Per point: the first evaluated iteration whose test accuracy reaches `target` and the simulated time
+    at which its weights exist (NaN where no evaluation reaches it). Evaluations every eval_every iterations
+    make this an upper bound, late by less than eval_every iterations."""
+    reached = curves[curves["test_accuracy"] >= target].sort_values("iteration").groupby("point").first()
+    table = curves.groupby("point")[["label", "P"]].first()
+    table["iteration"] = reached["iteration"]
+    table["time_s"] = reached["sim_time_s"]
+    return table
