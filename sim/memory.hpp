@@ -3,7 +3,8 @@
 //
 // What dominates (docs/ARCHITECTURE.md, "Known limits"): sparse runs keep a dense residual of n floats per
 // rank plus one shared gradient buffer; dense runs with real data keep n floats per rank plus the blocks in
-// flight; verification keeps two n-long double vectors; selections and messages are O(P k).
+// flight; verification keeps two n-long double vectors; selections are O(P k), messages are views of them,
+// gathered results are shared and every rank keeps P pointers after an allgather (O(P^2)).
 #pragma once
 
 #include "sim/config.hpp"
