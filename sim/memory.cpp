@@ -28,8 +28,9 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
     add("selections (2 x P*k pairs)", 2 * P * k * element);
     // Reduced regions and the shared U: each at most the union of the selections.
     add("reduced regions and U", 2 * std::min(P * k, n) * element);
-    // Allgathers leave every rank a pointer to every rank's part (P^2 shared pointers).
-    add("gathered parts (P^2 pointers)", P * P * 16);
+    // Allgathers leave every rank a pointer to every rank's part (P^2 shared pointers of 16 bytes), and the
+    // last step of Bruck's allgather has half of them in flight (with their owners): 32 bytes per P^2 in all.
+    add("gathered parts (32 P^2 bytes)", P * P * 32);
   } else if (config.workload.data == "real") {
     // Each rank's vector plus the blocks in flight (up to a whole vector per rank in recursive doubling).
     add("vectors (2*P*n floats)", 2 * P * n * 4);
