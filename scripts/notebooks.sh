@@ -2,7 +2,8 @@
 # Runs the small CI sweep (configs/studies/ci_small/sweep.json) and executes every notebook in notebooks/
 # headless on it with Debian's `jupyter nbconvert --execute`; the executed notebooks go to OUT_DIR/notebooks
 # and their figures (PNG and PDF) to OUT_DIR/figures. The repository's notebooks stay without outputs.
-# A notebook that fails makes this script fail (ctest runs it).
+# A notebook that fails makes this script fail (ctest runs it). The Ok-Topk study's notebook reads its own small
+# sweep (configs/studies/ci_small/oktopk_study.json, run into OUT_DIR/oktopk_study, SPARSIM_OKTOPK_DIR).
 # Usage: bash scripts/notebooks.sh [OUT_DIR]     (default results/ci_small; SPARSIM overrides the binary,
 #        default ${SPARSIM_BUILD_DIR:-build}/sparsim; the sweep runs on all cores unless SPARSIM_JOBS is set)
 set -euo pipefail
@@ -12,6 +13,12 @@ out=$(realpath -m "${1:-results/ci_small}")
 command -v jupyter >/dev/null || { echo "notebooks: jupyter is missing (bash scripts/setup.sh installs it)"; exit 1; }
 
 "$sparsim" sweep configs/studies/ci_small/sweep.json --out "$out" ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
+
+# The Ok-Topk study in small (notebooks/6_oktopk_study.ipynb).
+"$sparsim" sweep configs/studies/ci_small/oktopk_study.json --out "$out/oktopk_study" \
+  ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
+export SPARSIM_OKTOPK_DIR="$out/oktopk_study"
+
 mkdir -p "$out/notebooks"
 export SPARSIM_SWEEP_DIR="$out" SPARSIM_FIGURES_DIR="$out/figures" PYDEVD_DISABLE_FILE_VALIDATION=1
 for notebook in notebooks/*.ipynb; do
