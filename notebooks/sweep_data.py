@@ -138,3 +138,104 @@ def time_to_target(curves, target):
     table["iteration"] = reached["iteration"]
     table["time_s"] = reached["sim_time_s"]
     return table
+
+
+# The Ok-Topk study (notebooks/6_oktopk_study.ipynb, docs/study-oktopk.md): a sweep folder that may be partly run,
+# each point's iterations split into compute, sparsification and communication, and Ok-Topk's amortised time.
+
+WORKLOADS = {"vgg16": "VGG-16", "lstm_an4": "LSTM", "bert_base": "BERT-base"}
+STUDY_VARIANTS = ["dense_ring", "dense_rabenseifner", "topka", "gtopk", "sparcml_dsar_split_allgather", "oktopk",
+                  "oktopk (no data balancing)"]
+
+
+def study_dir(variable="SPARSIM_OKTOPK_DIR", default="../results/oktopk"):
+    """The study's sweep folder from the environment variable VARIABLE: it needs points/ (the sweep writes every
+    point's config.json there when it starts), not summary.csv, so a sweep still running or stopped can be read."""
+    folder = Path(os.environ.get(variable, default)).resolve()
+    if not (folder / "points").is_dir():
+        raise FileNotFoundError(f"{folder} holds no points/: run `sparsim sweep SWEEP.json --out {folder}` first, "
+                                f"or point {variable} at a sweep folder")
+    return folder
+
+
+def point_complete(folder):
+    """As the sweep decides: the run wrote its manifest and did not stop early (not `partial`)."""
+    manifest_file = folder / "manifest.json"
+    return manifest_file.exists() and not json.loads(manifest_file.read_text()).get("partial", False)
+
+
+def study_points(sweep):
+    """One row per point of the sweep, complete or not, from its config.json: workload (the calibrated gradients'
+    model), P, variant, and whether it is complete."""
+    rows = []
+    for folder in sorted((sweep / "points").iterdir()):
+        config = json.loads((folder / "config.json").read_text())
+        model = config.get("gradients", {}).get("model", "vgg16")
+        rows.append({
+            "point": int(folder.name),
+            "folder": folder,
+            "workload": WORKLOADS.get(model, model),
+            "P": config["ranks"],
+            "variant": variant_label(config["algorithm"]),
+            "complete": point_complete(folder),
+        })
+    return pd.DataFrame(rows)
+
+
+def study_iterations(points_table):
+    """One row per complete point and iteration: the slowest rank's iteration time (`total`) split into compute,
+    staging, selection and communication (the rest, in seconds), the busiest rank's words sent and received over
+    k (sparse algorithms), the local selection's m/k (largest over ranks) and the point's tau'
+    (`selection.reevaluate_every` from the manifest; none for dense algorithms)."""
+    rows = []
+    for point in points_table[points_table["complete"]].itertuples():
+        results = pd.read_csv(point.folder / "results.csv")
+        selection = json.loads((point.folder / "manifest.json").read_text())["config"].get("selection") or {}
+        phase_time = results.pivot_table(index="iteration", columns="phase", values="sim_time_s", aggfunc="sum")
+        totals = results[results["phase"] == "total"].set_index("iteration")
+        for iteration, total in totals.iterrows():
+            parts = {part: phase_time.at[iteration, part] if part in phase_time.columns else 0.0
+                     for part in ("compute", "staging", "selection")}
+            k = total["k"]
+            rows.append({
+                "point": point.point, "workload": point.workload, "P": point.P, "variant": point.variant,
+                "iteration": iteration, "reevaluation": total["reevaluation"] == 1,
+                "tau": selection.get("reevaluate_every"),
+                **parts,
+                "communication": total["sim_time_s"] - sum(parts.values()),
+                "total": total["sim_time_s"],
+                "words_sent_per_k": total["bytes_sent_max"] / WORD_BYTES / k,
+                "words_recv_per_k": total["bytes_recv_max"] / WORD_BYTES / k,
+                "m_per_k": total["local_selected_max"] / k,
+            })
+    return pd.DataFrame(rows)
+
+
+def amortise(first, later, tau):
+    """Time per iteration over one re-evaluation period of tau' iterations (docs/study-oktopk.md): the first
+    iteration re-evaluates, the other tau' - 1 cost as the later ones measured."""
+    return (first + (tau - 1) * later) / tau
+
+
+def study_summary(iterations):
+    """One row per point: each part of the iteration (compute, staging, selection, communication, total) in
+    iteration 0 (`first_...`), averaged over the later ones (`later_...`) and per iteration (`..._ms`, in
+    milliseconds): amortised over tau' for points whose iteration 0 is a re-evaluation (Ok-Topk), the mean of
+    all iterations otherwise. Also the words per rank / k and m/k, first and later."""
+    parts = ["compute", "staging", "selection", "communication", "total"]
+    volumes = ["words_sent_per_k", "words_recv_per_k", "m_per_k"]
+    rows = []
+    for (workload, P, variant), its in iterations.groupby(["workload", "P", "variant"], sort=False):
+        first = its[its["iteration"] == its["iteration"].min()].iloc[0]
+        later = its[its["iteration"] > first["iteration"]]
+        row = {"workload": workload, "P": P, "variant": variant, "iterations": len(its),
+               "amortised": bool(first["reevaluation"]) and len(later) > 0 and pd.notna(first["tau"])}
+        for column in parts + volumes:
+            row[f"first_{column}"] = first[column]
+            row[f"later_{column}"] = later[column].mean() if len(later) else float("nan")
+        for part in parts:
+            per_iteration = (amortise(first[part], later[part].mean(), first["tau"]) if row["amortised"]
+                             else its[part].mean())
+            row[f"{part}_ms"] = per_iteration * 1e3
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Runs the small CI sweeps (configs/studies/ci_small/sweep.json into OUT_DIR, and
-# configs/studies/ci_small/time_to_accuracy.json into OUT_DIR/time_to_accuracy for the time-to-accuracy
-# notebook) and executes every notebook in notebooks/ headless on them with Debian's
+# Runs the small CI sweeps and executes every notebook in notebooks/ headless on them with Debian's
 # `jupyter nbconvert --execute`; the executed notebooks go to OUT_DIR/notebooks and their figures (PNG and
-# PDF) to OUT_DIR/figures. The repository's notebooks stay without outputs.
+# PDF) to OUT_DIR/figures. The repository's notebooks stay without outputs. Sweeps, all in
+# configs/studies/ci_small/: sweep.json into OUT_DIR (notebooks 1-4), time_to_accuracy.json into
+# OUT_DIR/time_to_accuracy (notebook 5, SPARSIM_TTA_DIR), oktopk_study.json into OUT_DIR/oktopk_study
+# (notebook 6, SPARSIM_OKTOPK_DIR).
 # A notebook that fails makes this script fail (ctest runs it).
 # Usage: bash scripts/notebooks.sh [OUT_DIR]     (default results/ci_small; SPARSIM overrides the binary,
 #        default ${SPARSIM_BUILD_DIR:-build}/sparsim; the sweep runs on all cores unless SPARSIM_JOBS is set)
@@ -14,8 +15,16 @@ out=$(realpath -m "${1:-results/ci_small}")
 command -v jupyter >/dev/null || { echo "notebooks: jupyter is missing (bash scripts/setup.sh installs it)"; exit 1; }
 
 "$sparsim" sweep configs/studies/ci_small/sweep.json --out "$out" ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
+
+# The time-to-accuracy training run in small (notebooks/5_time_to_accuracy.ipynb).
 "$sparsim" sweep configs/studies/ci_small/time_to_accuracy.json --out "$out/time_to_accuracy" \
   ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
+
+# The Ok-Topk study in small (notebooks/6_oktopk_study.ipynb).
+"$sparsim" sweep configs/studies/ci_small/oktopk_study.json --out "$out/oktopk_study" \
+  ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
+export SPARSIM_OKTOPK_DIR="$out/oktopk_study"
+
 mkdir -p "$out/notebooks"
 # The CI training run is short (40 iterations at P = 4): its time-to-accuracy tables target 60% and 50%.
 export SPARSIM_SWEEP_DIR="$out" SPARSIM_TTA_DIR="$out/time_to_accuracy" SPARSIM_TTA_TARGETS=0.6,0.5 \
