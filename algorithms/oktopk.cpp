@@ -111,7 +111,8 @@ SparseVector concatenate(const Gathered<SparseVector>& parts)
 // The concatenation of allgathered parts: every rank holds the same parts, so it is assembled once for all.
 std::shared_ptr<const SparseVector> concatenate_once(Communicator& comm, const Gathered<SparseVector>& parts)
 {
-  return comm.computed_once<SparseVector>(parts, [&] { return std::make_shared<const SparseVector>(concatenate(parts)); });
+  return comm.computed_once<SparseVector>(parts,
+                                          [&] { return std::make_shared<const SparseVector>(concatenate(parts)); });
 }
 
 class OkTopk final : public SparseAllreduce {

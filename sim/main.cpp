@@ -37,9 +37,10 @@ usage:
                                                   iterations done, marked partial in the manifest
                                                   --trace writes iteration I's timeline (default: the
                                                   last) in Chrome trace format for Perfetto
-  sparsim sweep SWEEP.json [--out DIR] [--jobs N] [--resume]
+  sparsim sweep SWEEP.json [--out DIR] [--jobs N] [--threads M] [--resume]
                                                   run every point of a sweep (default DIR
-                                                  results/<sweep name>, N the machine's cores);
+                                                  results/<sweep name>, N the machine's cores,
+                                                  M selection threads per point, default cores / N);
                                                   --resume skips complete points; DIR/summary.csv
                                                   gathers them; Ctrl-C stops cleanly (resume later)
   sparsim sweep SWEEP.json --out DIR --emit-slurm [--chunk N] [--resume]
@@ -127,7 +128,7 @@ Arguments parse_arguments(int argc, char** argv)
       if (!limit || *limit <= 0)
         throw UsageError(fmt::format("--time-limit takes a positive duration such as \"90s\", \"30min\" or \"2h\", not \"{}\"", text));
       args.time_limit = *limit;
-    } else if (arg == "--threads" && args.command == "run")
+    } else if (arg == "--threads" && (args.command == "run" || args.command == "sweep"))
       args.threads = whole_number(arg, value("--threads"), 1);
     else if (arg == "--trace" && args.command == "run")
       args.trace = value("--trace");
@@ -283,6 +284,7 @@ int command_sweep(const Arguments& args)
   sparsim::SweepOptions options;
   options.out = args.out.empty() ? std::filesystem::path("results") / sweep.name : std::filesystem::path(args.out);
   options.jobs = args.jobs > 0 ? args.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.threads = args.threads;
   options.resume = args.resume;
   options.executable = std::filesystem::canonical("/proc/self/exe").string();
 

@@ -105,8 +105,11 @@ SparseVector sum_in_order(std::span<const SparseView> parts)
 SparseSlice slice_of(std::shared_ptr<const SparseVector> v, Index begin, Index end)
 {
   const auto& indices = v->indices;
-  const auto first = static_cast<std::size_t>(std::lower_bound(indices.begin(), indices.end(), begin) - indices.begin());
-  const auto last = static_cast<std::size_t>(std::lower_bound(indices.begin(), indices.end(), end) - indices.begin());
+  auto position = [&](Index i) {
+    return static_cast<std::size_t>(std::lower_bound(indices.begin(), indices.end(), i) - indices.begin());
+  };
+  const std::size_t first = position(begin);
+  const std::size_t last = position(end);
   return {std::move(v), first, last};
 }
 

@@ -176,9 +176,11 @@ pid_t start_point(const SweepOptions& options, const std::filesystem::path& dir,
   const std::string config = (dir / "config.json").string();
   const std::string out = dir.string();
   const std::string log = (dir / "run.log").string();
-  // The cores are shared between the points running at once (each point's selection stage uses threads).
+  // By default the cores are shared between the points running at once (each point's selection stage uses
+  // threads).
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(options.jobs)));
+  const unsigned shared = std::max(1u, cores / static_cast<unsigned>(options.jobs));
+  const std::string threads = std::to_string(options.threads > 0 ? static_cast<unsigned>(options.threads) : shared);
   const pid_t sweep_pid = getpid();
   const pid_t pid = fork();
   if (pid == 0) {

@@ -57,6 +57,7 @@ Sweep load_sweep(const std::filesystem::path& file);
 struct SweepOptions {
   std::filesystem::path out;
   int jobs = 1;
+  int threads = 0;  // selection threads per point; 0: the machine's cores / jobs
   bool resume = false;
   std::string executable;  // the sparsim binary that runs each point
 };

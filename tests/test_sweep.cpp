@@ -188,6 +188,26 @@ TEST(Sweep, JobsDefaultToTheMachinesCores)
   }
 }
 
+// Points run with cores / jobs selection threads unless --threads says how many (the manifest's command line
+// shows what each point got).
+TEST(Sweep, ThreadsPerPointDefaultToCoresOverJobs)
+{
+  const auto dir = scratch_dir("sweepthreads");
+  auto point_command = [&](const std::string& out) {
+    const auto manifest = nlohmann::json::parse(read_text(dir / out / "points" / "0000" / "manifest.json"));
+    return manifest["command_line"].get<std::string>();
+  };
+  CliResult by_default = run_sweep_cli(tiny_sweep(), dir, "--jobs 1", "default");
+  ASSERT_EQ(by_default.exit_code, 0) << by_default.output;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  EXPECT_NE(point_command("default").find(fmt::format("--threads {}", cores)), std::string::npos)
+      << point_command("default");
+  CliResult three = run_sweep_cli(tiny_sweep(), dir, "--jobs 1 --threads 3", "three");
+  ASSERT_EQ(three.exit_code, 0) << three.output;
+  EXPECT_NE(point_command("three").find("--threads 3"), std::string::npos) << point_command("three");
+  EXPECT_EQ(run_sweep_cli(tiny_sweep(), dir, "--threads 0", "zero").exit_code, 2);
+}
+
 TEST(Sweep, SigintStopsCleanlyAndResumeGivesTheSameSummary)
 {
   const auto dir = scratch_dir("sweepsigint");
