@@ -16,6 +16,9 @@ command -v jupyter >/dev/null || { echo "notebooks: jupyter is missing (bash scr
 "$sparsim" sweep configs/studies/ci_small/sweep.json --out "$out" ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
 "$sparsim" sweep configs/studies/ci_small/time_to_accuracy.json --out "$out/time_to_accuracy" \
   ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
+# The crossover notebook (7_crossover) reads its own sweep: P = 4, 8, 16 on both platforms, communication only.
+"$sparsim" sweep configs/studies/ci_small/crossover.json --out "$out/crossover" ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
+export SPARSIM_CROSSOVER_DIR="$out/crossover"
 mkdir -p "$out/notebooks"
 # The CI training run is short (40 iterations at P = 4): its time-to-accuracy tables target 60% and 50%.
 export SPARSIM_SWEEP_DIR="$out" SPARSIM_TTA_DIR="$out/time_to_accuracy" SPARSIM_TTA_TARGETS=0.6,0.5 \
