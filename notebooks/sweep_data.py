@@ -239,3 +239,27 @@ def study_summary(iterations):
             row[f"{part}_ms"] = per_iteration * 1e3
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def closed_form_points(sweep):
+    """points() plus, from each manifest: the density, the resolved algorithm parameters (`params`, a dict),
+    the bytes of a sparse element (`element_bytes`) and of a value (`value_bytes`), and the closed form's
+    inputs and time: `alpha_s` (the largest latency of a route between two placed ranks), `beta_s_per_byte`
+    (1 / the smallest bottleneck bandwidth of such a route) and `model_time_s` (the algorithm's closed form
+    with these, as in results.csv's `model_time_s`)."""
+    table = points(sweep)
+    extra = []
+    for folder in table["folder"]:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        workload = manifest["config"]["workload"]
+        closed_form = manifest["closed_form"]
+        extra.append({
+            "density": workload["density"],
+            "params": manifest["config"]["algorithm"],
+            "element_bytes": workload["index_bytes"] + workload["value_bytes"],
+            "value_bytes": workload["value_bytes"],
+            "alpha_s": closed_form["alpha_s"],
+            "beta_s_per_byte": closed_form["beta_s_per_byte"],
+            "model_time_s": closed_form["time_s"],
+        })
+    return pd.concat([table, pd.DataFrame(extra, index=table.index)], axis=1)

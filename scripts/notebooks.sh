@@ -4,7 +4,7 @@
 # PDF) to OUT_DIR/figures. The repository's notebooks stay without outputs. Sweeps, all in
 # configs/studies/ci_small/: sweep.json into OUT_DIR (notebooks 1-4), time_to_accuracy.json into
 # OUT_DIR/time_to_accuracy (notebook 5, SPARSIM_TTA_DIR), oktopk_study.json into OUT_DIR/oktopk_study
-# (notebook 6, SPARSIM_OKTOPK_DIR).
+# (notebook 6, SPARSIM_OKTOPK_DIR), crossover.json into OUT_DIR/crossover (notebook 7, SPARSIM_CROSSOVER_DIR).
 # A notebook that fails makes this script fail (ctest runs it).
 # Usage: bash scripts/notebooks.sh [OUT_DIR]     (default results/ci_small; SPARSIM overrides the binary,
 #        default ${SPARSIM_BUILD_DIR:-build}/sparsim; the sweep runs on all cores unless SPARSIM_JOBS is set)
@@ -24,6 +24,10 @@ command -v jupyter >/dev/null || { echo "notebooks: jupyter is missing (bash scr
 "$sparsim" sweep configs/studies/ci_small/oktopk_study.json --out "$out/oktopk_study" \
   ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
 export SPARSIM_OKTOPK_DIR="$out/oktopk_study"
+
+# The crossover notebook (7_crossover) reads its own sweep: P = 4, 8, 16 on both platforms, communication only.
+"$sparsim" sweep configs/studies/ci_small/crossover.json --out "$out/crossover" ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
+export SPARSIM_CROSSOVER_DIR="$out/crossover"
 
 mkdir -p "$out/notebooks"
 # The CI training run is short (40 iterations at P = 4): its time-to-accuracy tables target 60% and 50%.
