@@ -41,17 +41,13 @@ PhaseId World::intern_phase(std::string_view name)
   return static_cast<PhaseId>(phase_names_.size() - 1);
 }
 
-std::shared_ptr<const void> World::shared_result_erased(std::vector<std::shared_ptr<const void>> inputs,
-                                                        std::type_index type, int users,
+std::shared_ptr<const void> World::shared_result_erased(SharedKey key, int users,
+                                                        const std::function<std::shared_ptr<const void>()>& keep,
                                                         const std::function<std::shared_ptr<const void>()>& compute)
 {
-  SharedKey key{type, {}};
-  key.second.reserve(inputs.size());
-  for (const auto& input : inputs)
-    key.second.push_back(input.get());
   auto found = shared_results_.find(key);
   if (found == shared_results_.end()) {
-    found = shared_results_.emplace(std::move(key), SharedEntry{std::move(inputs), compute(), users}).first;
+    found = shared_results_.emplace(std::move(key), SharedEntry{keep(), compute(), users}).first;
     ++shared_computed_;
   }
   ++shared_taken_;

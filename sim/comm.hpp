@@ -133,12 +133,18 @@ public:
   // exact list of input payloads plus the result type; the entry holds the inputs (so no other payload can
   // take their addresses while it lives) and is dropped once `users` ranks have taken it. Only for pure,
   // deterministic functions of the inputs: the shared result is then bitwise what each rank would compute.
-  template <class R>
-  std::shared_ptr<const R> shared_result(std::vector<std::shared_ptr<const void>> inputs, int users,
+  template <class R, class T>
+  std::shared_ptr<const R> shared_result(const std::vector<std::shared_ptr<const T>>& inputs, int users,
                                          const std::function<std::shared_ptr<const R>()>& compute)
   {
+    std::vector<const void*> addresses;
+    addresses.reserve(inputs.size());
+    for (const auto& input : inputs)
+      addresses.push_back(input.get());
+    // Only the rank that computes copies the inputs into the entry.
+    auto keep = [&] { return std::make_shared<const std::vector<std::shared_ptr<const T>>>(inputs); };
     return std::static_pointer_cast<const R>(
-        shared_result_erased(std::move(inputs), typeid(R), users, [&] { return compute(); }));
+        shared_result_erased({typeid(R), std::move(addresses)}, users, keep, [&] { return compute(); }));
   }
   // Results computed and results taken by shared_result so far (for tests and benchmarks).
   std::uint64_t shared_results_computed() const { return shared_computed_; }
@@ -188,12 +194,12 @@ private:
   int traced_iteration_ = -1;
   std::vector<std::vector<TraceSlice>> traces_;  // [rank], filled during the traced iteration only
 
-  std::shared_ptr<const void> shared_result_erased(std::vector<std::shared_ptr<const void>> inputs,
-                                                   std::type_index type, int users,
-                                                   const std::function<std::shared_ptr<const void>()>& compute);
   using SharedKey = std::pair<std::type_index, std::vector<const void*>>;  // result type, input addresses
+  std::shared_ptr<const void> shared_result_erased(SharedKey key, int users,
+                                                   const std::function<std::shared_ptr<const void>()>& keep,
+                                                   const std::function<std::shared_ptr<const void>()>& compute);
   struct SharedEntry {
-    std::vector<std::shared_ptr<const void>> inputs;  // kept alive: their addresses are the key
+    std::shared_ptr<const void> inputs;  // kept alive: their addresses are the key
     std::shared_ptr<const void> result;
     int remaining = 0;  // ranks yet to take it
   };
@@ -278,7 +284,7 @@ public:
   std::shared_ptr<const R> computed_once(const std::vector<std::shared_ptr<const T>>& inputs,
                                          const std::function<std::shared_ptr<const R>()>& compute)
   {
-    return world_.shared_result<R>({inputs.begin(), inputs.end()}, size(), compute);
+    return world_.shared_result<R>(inputs, size(), compute);
   }
 
   // Phases: `auto scope = comm.phase("reduce_scatter");` attributes traffic and time to the phase until
