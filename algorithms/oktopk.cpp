@@ -111,7 +111,7 @@ SparseVector concatenate(const Gathered<SparseVector>& parts)
 // The concatenation of allgathered parts: every rank holds the same parts, so it is assembled once for all.
 std::shared_ptr<const SparseVector> concatenate_once(Communicator& comm, const Gathered<SparseVector>& parts)
 {
-  return comm.computed_once<SparseVector>(parts,
+  return comm.computed_once(parts,
                                           [&] { return std::make_shared<const SparseVector>(concatenate(parts)); });
 }
 
@@ -292,7 +292,7 @@ private:
       regions = bruck_allgather(comm, std::make_shared<const SparseVector>(reduced), kGatherTag);
     }
     // Every rank holds the same regions: the top-k of their concatenation is computed once for all.
-    auto result = comm.computed_once<SparseVector>(
+    auto result = comm.computed_once(
         regions, [&] { return std::make_shared<const SparseVector>(top_k_by_magnitude(concatenate(regions), k)); });
     double kth = 0;
     if (result->size() == k && k > 0) {

@@ -237,7 +237,7 @@ public:
 
     // U: the regions in index order, each reduced once by its owner; every rank holds the same regions, so
     // U is assembled once for all.
-    return comm.computed_once<SparseVector>(regions, [&] {
+    return comm.computed_once(regions, [&] {
       auto result = std::make_shared<SparseVector>();
       for (const auto& region : regions)
         append_region(*region, *result);

@@ -48,7 +48,7 @@ public:
       gathered = allgather_ == "ring" ? ring_allgather(comm, mine, 0) : bruck_allgather(comm, mine, 0);
     }
     // Union sum in rank order: every rank holds the same parts, so it is computed once for all.
-    return comm.computed_once<SparseVector>(gathered, [&] {
+    return comm.computed_once(gathered, [&] {
       std::vector<const SparseVector*> parts;
       for (const auto& part : gathered)
         parts.push_back(part.get());

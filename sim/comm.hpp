@@ -130,25 +130,27 @@ public:
 
   // Host work that every rank would repeat on the same payloads (TopkA sums the same P gathered selections
   // on every rank): the first rank to ask runs `compute`, the others take the same object. The key is the
-  // exact list of input payloads plus the result type; the entry holds the inputs (so no other payload can
-  // take their addresses while it lives) and is dropped once `users` ranks have taken it. Only for pure,
-  // deterministic functions of the inputs: the shared result is then bitwise what each rank would compute.
-  template <class R, class T>
-  std::shared_ptr<const R> shared_result(const std::vector<std::shared_ptr<const T>>& inputs, int users,
-                                         const std::function<std::shared_ptr<const R>()>& compute)
+  // computation (the type of `compute`: each lambda has its own) and the exact list of input payloads; the
+  // entry holds the inputs (so no other payload can take their addresses while it lives) and is dropped once
+  // `users` ranks have taken it. Only for pure, deterministic functions of the inputs and of what the call
+  // site passes alike on every rank: the shared result is then bitwise what each rank would compute.
+  template <class T, class Compute>
+  auto shared_result(const std::vector<std::shared_ptr<const T>>& inputs, int users, const Compute& compute)
   {
-    std::vector<const void*> addresses;
-    addresses.reserve(inputs.size());
+    using Result = decltype(compute());  // a std::shared_ptr<const R>
+    SharedKey key{typeid(Compute), {}};
+    key.second.reserve(inputs.size());
     for (const auto& input : inputs)
-      addresses.push_back(input.get());
+      key.second.push_back(reinterpret_cast<std::uintptr_t>(input.get()));
     // Only the rank that computes copies the inputs into the entry.
     auto keep = [&] { return std::make_shared<const std::vector<std::shared_ptr<const T>>>(inputs); };
-    return std::static_pointer_cast<const R>(
-        shared_result_erased({typeid(R), std::move(addresses)}, users, keep, [&] { return compute(); }));
+    return std::static_pointer_cast<typename Result::element_type>(
+        shared_result_erased(std::move(key), users, keep, [&] { return compute(); }));
   }
-  // Results computed and results taken by shared_result so far (for tests and benchmarks).
+  // Results computed, taken, and still waiting for ranks to take them (0 after every complete iteration).
   std::uint64_t shared_results_computed() const { return shared_computed_; }
   std::uint64_t shared_results_taken() const { return shared_taken_; }
+  std::size_t shared_results_pending() const { return shared_results_.size(); }
 
 private:
   friend class Communicator;
@@ -194,7 +196,7 @@ private:
   int traced_iteration_ = -1;
   std::vector<std::vector<TraceSlice>> traces_;  // [rank], filled during the traced iteration only
 
-  using SharedKey = std::pair<std::type_index, std::vector<const void*>>;  // result type, input addresses
+  using SharedKey = std::pair<std::type_index, std::vector<std::uintptr_t>>;  // computation, input addresses
   std::shared_ptr<const void> shared_result_erased(SharedKey key, int users,
                                                    const std::function<std::shared_ptr<const void>()>& keep,
                                                    const std::function<std::shared_ptr<const void>()>& compute);
@@ -280,11 +282,10 @@ public:
 
   // A result every rank of the World computes identically from the same payloads, computed once
   // (World::shared_result with all ranks as users).
-  template <class R, class T>
-  std::shared_ptr<const R> computed_once(const std::vector<std::shared_ptr<const T>>& inputs,
-                                         const std::function<std::shared_ptr<const R>()>& compute)
+  template <class T, class Compute>
+  auto computed_once(const std::vector<std::shared_ptr<const T>>& inputs, const Compute& compute)
   {
-    return world_.shared_result<R>(inputs, size(), compute);
+    return world_.shared_result(inputs, size(), compute);
   }
 
   // Phases: `auto scope = comm.phase("reduce_scatter");` attributes traffic and time to the phase until

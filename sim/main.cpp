@@ -162,6 +162,9 @@ Arguments parse_arguments(int argc, char** argv)
       throw UsageError("--chunk goes with --emit-slurm");
     if (args.jobs > 0 && (args.emit_slurm || args.gather))
       throw UsageError("--jobs is for local sweeps, not with --emit-slurm or --gather");
+    if (args.threads > 0 && (args.emit_slurm || args.gather))
+      throw UsageError("--threads is for local sweeps (Slurm tasks use their CPUs per task), not with --emit-slurm "
+                       "or --gather");
     if (args.resume && args.gather)
       throw UsageError("--gather reads the complete points as they are; --resume does not apply");
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string>
 #include <unistd.h>
 
 namespace sparsim {
@@ -31,6 +32,13 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
     // Allgathers leave every rank a pointer to every rank's part (P^2 shared pointers of 16 bytes), and the
     // last step of Bruck's allgather has half of them in flight (with their owners): 32 bytes per P^2 in all.
     add("gathered parts (32 P^2 bytes)", P * P * 32);
+    const std::string name = config.algorithm ? config.algorithm->name() : "";
+    // Split and reduce-scatter phases: a slice object and two pointers per (rank, region), up to all at once.
+    if (name == "oktopk" || (name.starts_with("sparcml_") && name.ends_with("_split_allgather")))
+      add("region slices (96 P^2 bytes)", P * P * 96);
+    // Recursive doubling ends with every rank holding its own sum of everything: P copies of U.
+    if (name == "sparcml_ssar_recursive_double")
+      add("per-rank results (P min(P*k, n) pairs)", P * std::min(P * k, n) * element);
   } else if (config.workload.data == "real") {
     // Each rank's vector plus the blocks in flight (up to a whole vector per rank in recursive doubling).
     add("vectors (2*P*n floats)", 2 * P * n * 4);

@@ -39,7 +39,7 @@ struct SparseView {
   std::span<const float> values;
 
   SparseView() = default;
-  SparseView(const SparseVector& v) : indices(v.indices), values(v.values) {}  // NOLINT: implicit on purpose
+  explicit SparseView(const SparseVector& v) : indices(v.indices), values(v.values) {}
   SparseView(std::span<const Index> i, std::span<const float> v) : indices(i), values(v) {}
   std::size_t size() const { return indices.size(); }
   bool empty() const { return indices.empty(); }

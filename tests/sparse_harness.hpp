@@ -101,6 +101,10 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
   engine.run();
   if (finished != P)
     throw std::runtime_error("deadlock: " + std::to_string(P - finished) + " ranks never finished");
+  // Results computed once (Communicator::computed_once) must have been taken by every rank: an entry left over
+  // means ranks asked with different payloads and each computed its own.
+  if (world.shared_results_pending() != 0)
+    throw std::runtime_error(std::to_string(world.shared_results_pending()) + " shared results not taken by every rank");
   run.phase_names = world.phase_names();
   return run;
 }

@@ -226,12 +226,14 @@ TEST(Communicator, ComputedOnceIsSharedByAllRanksAndDroppedAfterTheLast)
   const auto a = block_of({1.0f});
   const auto b = block_of({2.0f});
   int computations = 0;
-  std::vector<std::shared_ptr<const DenseBlock>> first(P), second(P), reversed(P);
+  std::vector<std::shared_ptr<const DenseBlock>> first(P), second(P), reversed(P), other_computation(P);
+  std::weak_ptr<const DenseBlock> temporary;  // an input only the entry keeps alive
+  std::vector<bool> temporary_alive(P);
   for (int r = 0; r < P; ++r)
     sg4::Actor::create("r" + std::to_string(r), sim.hosts[r], [&, r] {
       Communicator comm(world, r);
       auto sum_of = [&](const std::vector<std::shared_ptr<const DenseBlock>>& parts) {
-        return comm.computed_once<DenseBlock>(parts, [&] {
+        return comm.computed_once(parts, [&] {
           ++computations;
           return block_of({parts[0]->values[0] * 10 + parts[1]->values[0]});
         });
@@ -240,6 +242,19 @@ TEST(Communicator, ComputedOnceIsSharedByAllRanksAndDroppedAfterTheLast)
       sg4::this_actor::sleep_for(1.0);  // every rank has taken the first result
       second[r] = sum_of({a, b});
       reversed[r] = sum_of({b, a});
+      // Another computation on the same inputs is not confused with the sum.
+      other_computation[r] = comm.computed_once(std::vector{a, b}, [&] { return block_of({-1.0f}); });
+      // An input dropped by the rank that created it stays alive in the entry until the last rank has taken
+      // the result, and no longer.
+      sg4::this_actor::sleep_for(static_cast<double>(r));
+      std::shared_ptr<const DenseBlock> fresh;
+      if (r == 0) {
+        fresh = block_of({5.0f});
+        temporary = fresh;
+      }
+      const auto held = comm.computed_once(std::vector{r == 0 ? fresh : temporary.lock()}, [] { return block_of({6.0f}); });
+      fresh.reset();
+      temporary_alive[r] = !temporary.expired();
     });
   sim.engine->run();
   EXPECT_EQ(computations, 3);  // {a, b} twice (the first entry was dropped), {b, a} once
@@ -251,6 +266,10 @@ TEST(Communicator, ComputedOnceIsSharedByAllRanksAndDroppedAfterTheLast)
   EXPECT_NE(first[0], second[0]);
   EXPECT_EQ(first[0]->values, std::vector<float>{12.0f});
   EXPECT_EQ(reversed[0]->values, std::vector<float>{21.0f});
-  EXPECT_EQ(world.shared_results_computed(), 3u);
-  EXPECT_EQ(world.shared_results_taken(), 3u * P);
+  for (int r = 0; r < P; ++r)
+    EXPECT_EQ(other_computation[r]->values, std::vector<float>{-1.0f}) << "rank " << r;
+  EXPECT_EQ(temporary_alive, (std::vector<bool>{true, true, false}));
+  EXPECT_EQ(world.shared_results_computed(), 5u);
+  EXPECT_EQ(world.shared_results_taken(), 5u * P);
+  EXPECT_EQ(world.shared_results_pending(), 0u);
 }

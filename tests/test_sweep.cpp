@@ -205,7 +205,8 @@ TEST(Sweep, ThreadsPerPointDefaultToCoresOverJobs)
   CliResult three = run_sweep_cli(tiny_sweep(), dir, "--jobs 1 --threads 3", "three");
   ASSERT_EQ(three.exit_code, 0) << three.output;
   EXPECT_NE(point_command("three").find("--threads 3"), std::string::npos) << point_command("three");
-  EXPECT_EQ(run_sweep_cli(tiny_sweep(), dir, "--threads 0", "zero").exit_code, 2);
+  for (const char* flags : {"--threads 0", "--threads 2 --emit-slurm", "--threads 2 --gather"})
+    EXPECT_EQ(run_sweep_cli(tiny_sweep(), dir, flags, "bad").exit_code, 2) << flags;
 }
 
 TEST(Sweep, SigintStopsCleanlyAndResumeGivesTheSameSummary)
