@@ -18,11 +18,11 @@ import pandas as pd
 WORD_BYTES = 4  # a word is 4 bytes, as in results.csv's lower_bound_bytes
 
 
-def sweep_dir(default="../results/ci_small", variable="SPARSIM_SWEEP_DIR"):
-    """The sweep folder named by the environment variable `variable`, else `default`."""
+def sweep_dir(default="../results/ci_small", variable="SPARSIM_SWEEP_DIR", needs="summary.csv"):
+    """The sweep folder named by the environment variable `variable`, else `default`; it must hold `needs`."""
     folder = Path(os.environ.get(variable, default)).resolve()
-    if not (folder / "summary.csv").exists():
-        raise FileNotFoundError(f"{folder} holds no summary.csv: run `sparsim sweep SWEEP.json --out {folder}` "
+    if not (folder / needs).exists():
+        raise FileNotFoundError(f"{folder} holds no {needs}: run `sparsim sweep SWEEP.json --out {folder}` "
                                 f"first, or point {variable} at a sweep folder")
     return folder
 
@@ -151,11 +151,7 @@ STUDY_VARIANTS = ["dense_ring", "dense_rabenseifner", "topka", "gtopk", "sparcml
 def study_dir(variable="SPARSIM_OKTOPK_DIR", default="../results/oktopk"):
     """The study's sweep folder from the environment variable VARIABLE: it needs points/ (the sweep writes every
     point's config.json there when it starts), not summary.csv, so a sweep still running or stopped can be read."""
-    folder = Path(os.environ.get(variable, default)).resolve()
-    if not (folder / "points").is_dir():
-        raise FileNotFoundError(f"{folder} holds no points/: run `sparsim sweep SWEEP.json --out {folder}` first, "
-                                f"or point {variable} at a sweep folder")
-    return folder
+    return sweep_dir(default, variable, needs="points")
 
 
 def point_complete(folder):
