@@ -437,6 +437,9 @@ private:
     const auto wall_start = std::chrono::steady_clock::now();
     prepared.selection = selectors_[rank].select(acc, config_.workload.k, iteration, prepared.traffic);
     prepared.host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    // The kernels reserve generously; a selection lives through the iteration beside P - 1 others.
+    prepared.selection.indices.shrink_to_fit();
+    prepared.selection.values.shrink_to_fit();
   }
 
   const ExperimentConfig& config_;
