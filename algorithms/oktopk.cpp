@@ -168,7 +168,8 @@ public:
     }
 
     // Phase 2: split and reduce; rank r ends with its reduced region R_r.
-    const SparseVector reduced = split_and_reduce(comm, input.local_selection, state.boundaries);
+    const auto reduced =
+        std::make_shared<const SparseVector>(split_and_reduce(comm, input.local_selection, state.boundaries));
 
     // Phase 3: global selection and allgather.
     std::shared_ptr<const SparseVector> result;
@@ -177,7 +178,7 @@ public:
       result = reevaluate(comm, reduced, input.k, state);
     } else {
       report.global_threshold = state.global_threshold;
-      result = select_and_allgather(comm, reduced, input.k, state);
+      result = select_and_allgather(comm, *reduced, input.k, state);
     }
     report.global_selected = result->size();
     return result;
@@ -283,13 +284,14 @@ private:
   }
 
   // Re-evaluation: gather every reduced region, take the exact top-k; its k-th magnitude becomes gth.
-  static std::shared_ptr<const SparseVector> reevaluate(Communicator& comm, const SparseVector& reduced,
-                                                        std::uint64_t k, State& state)
+  static std::shared_ptr<const SparseVector> reevaluate(Communicator& comm,
+                                                        std::shared_ptr<const SparseVector> reduced, std::uint64_t k,
+                                                        State& state)
   {
     Gathered<SparseVector> regions;
     {
       auto scope = comm.phase("reevaluation_allgather");
-      regions = bruck_allgather(comm, std::make_shared<const SparseVector>(reduced), kGatherTag);
+      regions = bruck_allgather(comm, std::move(reduced), kGatherTag);
     }
     // Every rank holds the same regions: the top-k of their concatenation is computed once for all.
     auto result = comm.computed_once(
