@@ -65,6 +65,7 @@ public:
           hi = keep_lower ? mid : hi;
           auto incoming = comm.sendrecv(partner, extract_block(data, at(send_lo), at(send_hi)), partner, step);
           accumulate_block(data, at(lo), *incoming);
+          comm.charge_reduction(accumulate_traffic(*incoming));
         }
       }
       // Phase 2, allgather by recursive doubling: swap reduced ranges, doubling them each step.

@@ -44,6 +44,7 @@ public:
         const RankId partner = fold.real_rank(vr ^ distance);
         auto incoming = comm.sendrecv(partner, extract_block(data, 0, data.length), partner, round);
         accumulate_block(data, 0, *incoming);
+        comm.charge_reduction(accumulate_traffic(*incoming));
       }
     }
     fold.unfold(comm, data, kUnfoldTag);

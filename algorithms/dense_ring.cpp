@@ -50,6 +50,7 @@ public:
         auto [recv_begin, recv_end] = block(r - step - 1);
         auto incoming = comm.sendrecv(right, extract_block(data, send_begin, send_end), left, step);
         accumulate_block(data, recv_begin, *incoming);
+        comm.charge_reduction(accumulate_traffic(*incoming));
       }
     }
     // Phase 2, allgather: pass the reduced blocks around the ring, overwriting the stale copies.

@@ -70,9 +70,11 @@ public:
     const std::size_t k = input.k;
     // Local top-k: the rank loop hands the exact top-k; a larger selection (a reused threshold) is cut to
     // its top-k, so that every set on the tree holds at most k pairs.
-    auto current = input.local_selection->size() > k
-                       ? std::make_shared<const SparseVector>(top_k_by_magnitude(*input.local_selection, k))
-                       : input.local_selection;
+    auto current = input.local_selection;
+    if (current->size() > k) {
+      current = std::make_shared<const SparseVector>(top_k_by_magnitude(*current, k));
+      comm.charge_reduction(pair_traffic(input.local_selection->size(), k));
+    }
 
     // Reduction tree: receive from r + 2^i while r's low i+1 bits are zero, then send to the parent and stop.
     int distance = 1;
@@ -85,7 +87,11 @@ public:
         }
         if (r + distance < P) {
           const auto received = comm.recv<SparseVector>(r + distance, kReduceTag);
-          current = std::make_shared<const SparseVector>(top_k_by_magnitude(merge_sum(*current, *received), k));
+          const SparseVector merged = merge_sum(*current, *received);
+          const std::size_t inputs = current->size() + received->size();
+          current = std::make_shared<const SparseVector>(top_k_by_magnitude(merged, k));
+          // The merge reads both sets and writes the sum; the re-selection reads the sum and writes k.
+          comm.charge_reduction(pair_traffic(inputs + merged.size(), merged.size() + current->size()));
         }
       }
     }

@@ -241,8 +241,8 @@ private:
       }
     }
 
-    // Split: P-1 steps in waves of `bucket`; each wave's messages fly together. Reductions are free in
-    // simulated time (no compute model yet), so the overlap with the next wave is not modelled.
+    // Split: P-1 steps in waves of `bucket`; each wave's messages fly together. The owner sums after the
+    // last wave (charged by compute.reduction), so an overlap of sums with later waves is not modelled.
     Gathered<SparseSlice> parts(P);
     parts[r] = slices[r];
     {
@@ -278,9 +278,14 @@ private:
     }
     // Reduce: the owner sums the slices of its region in rank order.
     std::vector<SparseView> ordered;
-    for (const auto& part : parts)
+    std::uint64_t received_pairs = 0;
+    for (const auto& part : parts) {
       ordered.push_back(part->view());
-    return sum_in_order(ordered);
+      received_pairs += part->size();
+    }
+    SparseVector reduced = sum_in_order(ordered);
+    comm.charge_reduction(pair_traffic(received_pairs, reduced.size()));
+    return reduced;
   }
 
   // Re-evaluation: gather every reduced region, take the exact top-k; its k-th magnitude becomes gth.
@@ -296,6 +301,10 @@ private:
     // Every rank holds the same regions: the top-k of their concatenation is computed once for all.
     auto result = comm.computed_once(
         regions, [&] { return std::make_shared<const SparseVector>(top_k_by_magnitude(concatenate(regions), k)); });
+    std::uint64_t gathered_pairs = 0;
+    for (const auto& region : regions)
+      gathered_pairs += region->size();
+    comm.charge_reduction(pair_traffic(gathered_pairs, result->size()));
     double kth = 0;
     if (result->size() == k && k > 0) {
       kth = std::fabs(result->values[0]);
@@ -318,6 +327,7 @@ private:
         global->indices.push_back(reduced.indices[e]);
         global->values.push_back(reduced.values[e]);
       }
+    comm.charge_reduction(pair_traffic(reduced.size(), global->size()));
 
     // Every rank learns every |G_q|; gth is corrected for the next iteration when the total leaves the window.
     std::vector<std::int64_t> counts(P);

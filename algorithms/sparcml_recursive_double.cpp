@@ -91,8 +91,12 @@ public:
       auto scope = comm.phase("fold");
       if (r % 2 == 0)
         comm.send(r + 1, kFoldTag, current);
-      else
-        current = std::make_shared<const SparseVector>(merge_sum(*comm.recv<SparseVector>(r - 1, kFoldTag), *current));
+      else {
+        const auto received = comm.recv<SparseVector>(r - 1, kFoldTag);
+        const std::size_t inputs = received->size() + current->size();
+        current = std::make_shared<const SparseVector>(merge_sum(*received, *current));
+        comm.charge_reduction(pair_traffic(inputs, current->size()));
+      }
     }
 
     // Recursive doubling: in round i swap the whole sparse vector with the virtual rank at distance 2^i and
@@ -104,8 +108,10 @@ public:
         const RankId partner = fold.real_rank(vr ^ distance);
         auto incoming = comm.sendrecv(partner, current, partner, round);
         const bool lower = (vr & distance) == 0;
+        const std::size_t inputs = current->size() + incoming->size();
         current = std::make_shared<const SparseVector>(lower ? merge_sum(*current, *incoming)
                                                              : merge_sum(*incoming, *current));
+        comm.charge_reduction(pair_traffic(inputs, current->size()));
       }
     }
 

@@ -207,9 +207,13 @@ public:
     slices[r] =
         std::make_shared<const SparseSlice>(slice_of(input.local_selection, region_begin(r), region_begin(r + 1)));
     std::vector<SparseView> parts;
-    for (const auto& part : slices)
+    std::uint64_t received_pairs = 0;
+    for (const auto& part : slices) {
       parts.push_back(part->view());
+      received_pairs += part->size();
+    }
     SparseVector reduced = sum_in_order(parts);
+    comm.charge_reduction(pair_traffic(received_pairs, reduced.size()));
 
     // Phase 2 (global switch only): every rank learns the union's size, as the reference's allgather of
     // counts before its allgatherv.
@@ -227,8 +231,11 @@ public:
     }
 
     // Phase 3, allgather of the reduced regions (Bruck), sparse or dense as decided above.
+    const std::uint64_t region_length = region_begin(r + 1) - region_begin(r);
+    if (dense)  // the reduced pairs scattered into a zeroed fp32 region
+      comm.charge_reduction(pair_traffic(reduced.size(), 0) + 4 * region_length);
     auto mine = std::make_shared<const ReducedRegion>(
-        make_region(region_begin(r), region_begin(r + 1) - region_begin(r), std::move(reduced), dense));
+        make_region(region_begin(r), region_length, std::move(reduced), dense));
     Gathered<ReducedRegion> regions;
     {
       auto scope = comm.phase("allgather");

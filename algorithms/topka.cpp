@@ -47,13 +47,19 @@ public:
       auto scope = comm.phase("allgather");
       gathered = allgather_ == "ring" ? ring_allgather(comm, mine, 0) : bruck_allgather(comm, mine, 0);
     }
-    // Union sum in rank order: every rank holds the same parts, so it is computed once for all.
-    return comm.computed_once(gathered, [&] {
+    // Union sum in rank order: every rank holds the same parts, so it is computed once for all (and charged
+    // to every rank).
+    auto sum = comm.computed_once(gathered, [&] {
       std::vector<const SparseVector*> parts;
       for (const auto& part : gathered)
         parts.push_back(part.get());
       return std::make_shared<const SparseVector>(sum_in_order(parts));
     });
+    std::uint64_t gathered_pairs = 0;
+    for (const auto& part : gathered)
+      gathered_pairs += part->size();
+    comm.charge_reduction(pair_traffic(gathered_pairs, sum->size()));
+    return sum;
   }
 
 private:

@@ -1,5 +1,6 @@
 #include "sim/comm.hpp"
 
+#include <simgrid/s4u/Actor.hpp>
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Host.hpp>
 #include <simgrid/s4u/Mailbox.hpp>
@@ -221,6 +222,15 @@ void Communicator::finish_iteration()
     world_.traces_[rank_].push_back(
         {TraceSlice::Kind::iteration, 0, iteration_started_, simgrid::s4u::Engine::get_clock()});
   tracing_ = false;
+}
+
+void Communicator::charge_reduction(Bytes bytes)
+{
+  const BytesPerSecond bandwidth = world_.reduction_bandwidth();
+  if (bandwidth > 0 && bytes > 0) {
+    auto scope = phase("reduction");
+    simgrid::s4u::this_actor::sleep_for(static_cast<double>(bytes) / bandwidth);
+  }
 }
 
 void Communicator::flush_phase_time() { switch_phase(phase_); }

@@ -103,6 +103,11 @@ public:
   const WireFormat& wire() const { return wire_; }
   simgrid::s4u::Host* host(RankId rank) const { return hosts_[rank]; }
 
+  // The rate at which a rank reduces, merges and re-selects received data (compute.reduction): bytes of
+  // memory traffic per second, 0 when that work is free in simulated time.
+  void set_reduction_bandwidth(BytesPerSecond bandwidth) { reduction_bandwidth_ = bandwidth; }
+  BytesPerSecond reduction_bandwidth() const { return reduction_bandwidth_; }
+
   // Phase names are interned to small ids; id 0 is "other" (anything outside a named phase).
   PhaseId intern_phase(std::string_view name);
   const std::vector<std::string>& phase_names() const { return phase_names_; }
@@ -184,6 +189,7 @@ private:
   std::size_t mailboxes_created_ = 0;
   std::vector<std::vector<PhaseStats>> stats_;
   std::vector<std::string> phase_names_;
+  BytesPerSecond reduction_bandwidth_ = 0;
   simgrid::s4u::BarrierPtr barrier_;
   LinkLoads link_loads_;
   // Per source rank, the loads of the links to the destination it sent to last (a ring step reuses it).
@@ -287,6 +293,11 @@ public:
   {
     return world_.shared_result(inputs, size(), compute);
   }
+
+  // Local work on received data (a sum, a merge, a re-selection) that moves `bytes` through memory: charged
+  // in simulated time as phase "reduction" at the World's reduction bandwidth, nothing when that is free.
+  // Every rank that would do the work charges it, also where the result is computed once for all.
+  void charge_reduction(Bytes bytes);
 
   // Phases: `auto scope = comm.phase("reduce_scatter");` attributes traffic and time to the phase until
   // the scope ends, then returns to the enclosing phase.

@@ -28,6 +28,9 @@ inline std::uint64_t block_begin(std::uint64_t n, int blocks, int b)
 std::shared_ptr<const DenseBlock> extract_block(const DenseVector& v, std::uint64_t begin, std::uint64_t end);
 // v[begin + i] += block[i]. Throws std::logic_error if the block does not fit.
 void accumulate_block(DenseVector& v, std::uint64_t begin, const DenseBlock& block);
+// Memory traffic of accumulate_block, for Communicator::charge_reduction: two fp32 read and one written per
+// entry (phantom blocks too: they stand for that work).
+inline Bytes accumulate_traffic(const DenseBlock& block) { return 12 * block.length; }
 // v[begin + i] = block[i].
 void overwrite_block(DenseVector& v, std::uint64_t begin, const DenseBlock& block);
 

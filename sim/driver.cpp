@@ -569,6 +569,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
 
   World world(rank_hosts, config.workload.wire);
   RunState run{config, world, {}, options.threads, 0, show_progress, wall_start, wall_start, {}, options.wall_limit, -1};
+  world.set_reduction_bandwidth(config.compute.charged_reduction_bandwidth());
   world.trace_iteration(options.trace_iteration);
   run.records.assign(config.iterations, std::vector<RankIteration>(config.ranks));
   DenseVerifier dense_verifier(config);

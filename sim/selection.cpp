@@ -52,6 +52,8 @@ nlohmann::json ComputeModel::to_json() const
           {"measured_scale", measured_scale},
           {"staging", staging},
           {"pcie_bandwidth_Bps", pcie_bandwidth},
+          {"reduction", reduction},
+          {"reduction_bandwidth_Bps", reduction_bandwidth},
           {"deterministic", selection != "measured"}};
 }
 
@@ -72,6 +74,12 @@ ComputeModel parse_compute(JsonReader compute)
   model.measured_scale = compute.get_number("measured_scale", 1.0, 0.0, 1e6, true);
   model.staging = compute.get_enum("staging", {"none", "pcie"}, "none");
   model.pcie_bandwidth = compute.get_bandwidth("pcie_bandwidth", "12GBps");
+  model.reduction = compute.get_enum("reduction", {"free", "memory_bandwidth"}, "free");
+  model.reduction_bandwidth =
+      compute.has("reduction_bandwidth") ? compute.get_bandwidth("reduction_bandwidth") : model.memory_bandwidth;
+  if (model.reduction == "free" && compute.has("reduction_bandwidth"))
+    compute.fail("reduction_bandwidth", compute.raw("reduction_bandwidth"),
+                 "no reduction_bandwidth unless compute.reduction is \"memory_bandwidth\"");
   compute.finish();
   return model;
 }

@@ -66,7 +66,10 @@ struct SelectionTraffic {
 //   time times `measured_scale` (not deterministic: results vary from run to run; manifests say so);
 // - staging (phase "staging"): "none", or "pcie": the dense gradient (4 bytes per entry) copied from the
 //   device to the host before the collective and the dense result back after it, each over
-//   `pcie_bandwidth`, as the reference implementation did (its collectives work on host arrays).
+//   `pcie_bandwidth`, as the reference implementation did (its collectives work on host arrays);
+// - reduction (phase "reduction"): the work a rank does on received data (sums, merges, re-selections,
+//   Communicator::charge_reduction): "free", or "memory_bandwidth": the bytes it reads and writes over
+//   `reduction_bandwidth` (default: `memory_bandwidth`, the device; a host's bandwidth models host-side merges).
 struct ComputeModel {
   std::string training = "none";
   Seconds forward_backward = 0;  // charged per iteration (resolved from the model table for "model")
@@ -75,6 +78,10 @@ struct ComputeModel {
   double measured_scale = 1.0;
   std::string staging = "none";
   BytesPerSecond pcie_bandwidth = 12e9;
+  std::string reduction = "free";
+  BytesPerSecond reduction_bandwidth = 732e9;
+  // The rate Communicator::charge_reduction charges at: 0 for "free".
+  BytesPerSecond charged_reduction_bandwidth() const { return reduction == "free" ? 0 : reduction_bandwidth; }
   // One copy of an n-entry fp32 vector between device and host ("pcie" staging), else 0.
   Seconds staging_copy_time(std::uint64_t n) const;
   nlohmann::json to_json() const;

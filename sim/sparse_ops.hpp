@@ -42,7 +42,11 @@ inline Bytes wire_bytes(const SparseSlice& s, const WireFormat& wire)
 // The k entries of largest |value| (ties: smaller index first), sorted by index.
 SparseVector top_k_by_magnitude(const SparseVector& v, std::size_t k);
 
-// Several ranks' sparse vectors in one message; the counts travel with MPI's allgatherv metadata.
-using SparseBundle = Bundle<SparseVector>;
+// Memory traffic of local work on sparse data, for Communicator::charge_reduction: the pairs read and the
+// pairs written, each once, as int32 index + fp32 value (8 bytes, as the selection model counts them).
+inline Bytes pair_traffic(std::uint64_t pairs_read, std::uint64_t pairs_written)
+{
+  return 8 * (pairs_read + pairs_written);
+}
 
 }  // namespace sparsim

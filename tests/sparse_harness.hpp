@@ -52,9 +52,11 @@ inline std::unique_ptr<SparseAllreduce> make_sparse_algorithm(const nlohmann::js
 }
 
 // selections[it][r] is rank r's local selection in iteration it. All ranks start each iteration together.
-// Iterations with it % reevaluate_every == 0 are threshold re-evaluation iterations.
+// Iterations with it % reevaluate_every == 0 are threshold re-evaluation iterations. A reduction bandwidth
+// charges local work on received data (Communicator::charge_reduction); 0 leaves it free.
 inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<std::vector<SparseVector>>& selections,
-                            std::uint64_t n, std::uint64_t k, WireFormat wire = {}, int reevaluate_every = 1)
+                            std::uint64_t n, std::uint64_t k, WireFormat wire = {}, int reevaluate_every = 1,
+                            BytesPerSecond reduction_bandwidth = 0)
 {
   namespace sg4 = simgrid::s4u;
   const int P = static_cast<int>(selections.at(0).size());
@@ -70,6 +72,7 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
   zone->seal();
 
   World world(hosts, wire);
+  world.set_reduction_bandwidth(reduction_bandwidth);
   SparseRun run;
   int finished = 0;
   run.iterations.assign(selections.size(), std::vector<RankOutcome>(P));

@@ -120,6 +120,29 @@ TEST(Compute, DefaultsChargeNothing)
   }
 }
 
+// compute.reduction "memory_bandwidth" on the dense ring: each reduce-scatter step adds one block of n / P
+// entries (12 bytes each: two fp32 read, one written); the allgather adds nothing. All ranks add in lock
+// step, so the iteration grows by exactly the P - 1 adds and the allgather is unchanged. The default,
+// "free", gives the results of a run that does not mention it.
+TEST(Compute, DenseRingReductionsChargeTheirBlocks)
+{
+  CliResult plain = run_config(star_config("dense_ring", nlohmann::json::object()), "plain_ring");
+  CliResult free_run = run_config(star_config("dense_ring", {{"reduction", "free"}}), "free_ring");
+  CliResult charged = run_config(
+      star_config("dense_ring", {{"reduction", "memory_bandwidth"}, {"reduction_bandwidth", "1GBps"}}), "adds");
+  for (const auto* run : {&plain, &free_run, &charged})
+    ASSERT_EQ(run->exit_code, 0) << run->output;
+  EXPECT_EQ(read_text(plain.dir / "results.csv"), read_text(free_run.dir / "results.csv"));
+  const double add = 12.0 * (20000 / 4) / 1e9;
+  for (int it = 0; it < 3; ++it) {
+    SCOPED_TRACE("iteration " + std::to_string(it));
+    EXPECT_EQ(phase_time(plain.dir, it, "reduction"), -1);
+    EXPECT_NEAR(phase_time(charged.dir, it, "reduction"), 3 * add, 1e-15);
+    EXPECT_NEAR(phase_time(charged.dir, it, "allgather"), phase_time(plain.dir, it, "allgather"), 1e-15);
+    EXPECT_NEAR(phase_time(charged.dir, it, "total"), phase_time(plain.dir, it, "total") + 3 * add, 1e-12);
+  }
+}
+
 TEST(Compute, BadTrainingSettingsAreConfigErrors)
 {
   struct Case {
@@ -132,6 +155,9 @@ TEST(Compute, BadTrainingSettingsAreConfigErrors)
       {{{"training", "fixed"}, {"forward_backward", "0s"}}, "compute.forward_backward"},
       {{{"training", "model"}}, "compute.training"},  // the integers source has no model table
       {{{"staging", "pcie"}, {"pcie_bandwidth", "12"}}, "compute.pcie_bandwidth"},
+      {{{"reduction", "gpu"}}, "compute.reduction"},
+      {{{"reduction_bandwidth", "10GBps"}}, "compute.reduction_bandwidth"},  // only with "memory_bandwidth"
+      {{{"reduction", "memory_bandwidth"}, {"reduction_bandwidth", "12"}}, "compute.reduction_bandwidth"},
   };
   for (const auto& c : cases) {
     CliResult run = run_config(star_config("topka", c.compute), "bad_compute");
