@@ -180,7 +180,7 @@ def study_points(sweep):
 
 def study_iterations(points_table):
     """One row per complete point and iteration: the slowest rank's iteration time (`total`) split into compute,
-    staging, selection and communication (the rest, in seconds), the busiest rank's words sent and received over
+    staging, selection, reduction and communication (the rest, in seconds), the busiest rank's words sent and received over
     k (sparse algorithms), the local selection's m/k (largest over ranks) and the point's tau'
     (`selection.reevaluate_every` from the manifest; none for dense algorithms)."""
     rows = []
@@ -191,7 +191,7 @@ def study_iterations(points_table):
         totals = results[results["phase"] == "total"].set_index("iteration")
         for iteration, total in totals.iterrows():
             parts = {part: phase_time.at[iteration, part] if part in phase_time.columns else 0.0
-                     for part in ("compute", "staging", "selection")}
+                     for part in ("compute", "staging", "selection", "reduction")}
             k = total["k"]
             rows.append({
                 "point": point.point, "workload": point.workload, "P": point.P, "variant": point.variant,
@@ -214,11 +214,11 @@ def amortise(first, later, tau):
 
 
 def study_summary(iterations):
-    """One row per point: each part of the iteration (compute, staging, selection, communication, total) in
+    """One row per point: each part of the iteration (compute, staging, selection, reduction, communication, total) in
     iteration 0 (`first_...`), averaged over the later ones (`later_...`) and per iteration (`..._ms`, in
     milliseconds): amortised over tau' for points whose iteration 0 is a re-evaluation (Ok-Topk), the mean of
     all iterations otherwise. Also the words per rank / k and m/k, first and later."""
-    parts = ["compute", "staging", "selection", "communication", "total"]
+    parts = ["compute", "staging", "selection", "reduction", "communication", "total"]
     volumes = ["words_sent_per_k", "words_recv_per_k", "m_per_k"]
     rows = []
     for (workload, P, variant), its in iterations.groupby(["workload", "P", "variant"], sort=False):
