@@ -106,4 +106,28 @@ inline double number(const std::map<std::string, std::string>& row, const std::s
   return std::stod(row.at(column));
 }
 
+// Phase time of one iteration in results.csv (the slowest rank's), or -1 when the phase has no row.
+inline double phase_time(const std::filesystem::path& dir, int iteration, const std::string& phase)
+{
+  for (auto& row : read_csv(dir / "results.csv"))
+    if (row["phase"] == phase && std::stoi(row["iteration"]) == iteration)
+      return number(row, "sim_time_s");
+  return -1;
+}
+
+// A run on a contention-free star of `nodes` hosts (default: one per rank; 10 GB/s, 1 us links): `ranks`
+// ranks run `algorithm` for `iterations` on n gradient entries at `density`. Tests add or change the rest.
+inline nlohmann::json star_run_config(const std::string& name, int ranks, int iterations, const std::string& algorithm,
+                                      std::uint64_t n, double density = 0.01, int nodes = 0)
+{
+  return {
+      {"name", name},
+      {"ranks", ranks},
+      {"iterations", iterations},
+      {"topology", {{"type", "star"}, {"nodes", nodes > 0 ? nodes : ranks}, {"bandwidth", "10GBps"}, {"latency", "1us"}}},
+      {"algorithm", {{"name", algorithm}}},
+      {"workload", {{"n", n}, {"density", density}}},
+  };
+}
+
 }  // namespace sparsim::testing

@@ -11,25 +11,10 @@ namespace {
 
 nlohmann::json star_config(const std::string& algorithm, const nlohmann::json& compute)
 {
-  return {
-      {"name", "compute"},
-      {"ranks", 4},
-      {"iterations", 3},
-      {"topology", {{"type", "star"}, {"nodes", 4}, {"bandwidth", "10GBps"}, {"latency", "1us"}}},
-      {"algorithm", {{"name", algorithm}}},
-      {"workload", {{"n", 20000}, {"density", 0.01}}},
-      {"gradients", {{"source", "integers"}}},
-      {"compute", compute},
-  };
-}
-
-// Phase time of one iteration in results.csv (the slowest rank's), or -1 when the phase has no row.
-double phase_time(const std::filesystem::path& dir, int iteration, const std::string& phase)
-{
-  for (auto& row : read_csv(dir / "results.csv"))
-    if (row["phase"] == phase && std::stoi(row["iteration"]) == iteration)
-      return number(row, "sim_time_s");
-  return -1;
+  auto config = star_run_config("compute", 4, 3, algorithm, 20000);
+  config["gradients"] = {{"source", "integers"}};
+  config["compute"] = compute;
+  return config;
 }
 
 // Per iteration, the largest over ranks of the sum of the rank's phase times (ranks.csv).

@@ -61,17 +61,7 @@ nlohmann::json manifest_without_run_dependent_fields(const std::filesystem::path
 
 // A config whose run takes over a second (about 1.5 s of CPU on the 2-core CI machine), so that a kill 0.2 s
 // into the simulation lands in its middle.
-nlohmann::json slow_config()
-{
-  return {
-      {"name", "slow"},
-      {"ranks", 16},
-      {"iterations", 40},
-      {"topology", {{"type", "star"}, {"nodes", 16}, {"bandwidth", "10GBps"}, {"latency", "1us"}}},
-      {"algorithm", {{"name", "oktopk"}}},
-      {"workload", {{"n", 400000}, {"density", 0.01}}},
-  };
-}
+nlohmann::json slow_config() { return star_run_config("slow", 16, 40, "oktopk", 400000); }
 
 // Starts `sparsim run CONFIG --out OUT` and SIGKILLs it 0.2 s after it reports that the simulation
 // starts (the config is loaded by then). Returns whether the kill ended it (false: the run ended first).

@@ -20,12 +20,7 @@ nlohmann::json tiny_sweep()
 {
   return {
       {"name", "tiny"},
-      {"base",
-       {{"ranks", 4},
-        {"iterations", 2},
-        {"topology", {{"type", "star"}, {"nodes", 8}, {"bandwidth", "10GBps"}, {"latency", "1us"}}},
-        {"algorithm", {{"name", "topka"}}},
-        {"workload", {{"n", 5000}, {"density", 0.02}}}}},
+      {"base", star_run_config("tiny", 4, 2, "topka", 5000, 0.02, 8)},
       {"axes",
        {{"ranks", {2, 3, 8}},
         {"@algorithm",
@@ -51,12 +46,7 @@ nlohmann::json slow_sweep()
     points.push_back({{"seed", seed}});
   return {
       {"name", "slow"},
-      {"base",
-       {{"ranks", 4},
-        {"iterations", 80},
-        {"topology", {{"type", "star"}, {"nodes", 8}, {"bandwidth", "10GBps"}, {"latency", "1us"}}},
-        {"algorithm", {{"name", "topka"}}},
-        {"workload", {{"n", 200000}, {"density", 0.01}}}}},
+      {"base", star_run_config("slow", 4, 80, "topka", 200000, 0.01, 8)},
       {"points", points},
   };
 }
