@@ -160,9 +160,17 @@ def point_complete(folder):
     return manifest_file.exists() and not json.loads(manifest_file.read_text()).get("partial", False)
 
 
+def reduction_label(compute):
+    """How a point charges reductions inside the collectives (config `compute`): "free", or the bandwidth they
+    are charged at, as written in the config (`reduction_bandwidth`, else `memory_bandwidth`, else the default)."""
+    if compute.get("reduction", "free") == "free":
+        return "free"
+    return compute.get("reduction_bandwidth", compute.get("memory_bandwidth", "732GBps"))
+
+
 def study_points(sweep):
     """One row per point of the sweep, complete or not, from its config.json: workload (the calibrated gradients'
-    model), P, variant, and whether it is complete."""
+    model), P, variant, reduction_rate (reduction_label), and whether it is complete."""
     rows = []
     for folder in sorted((sweep / "points").iterdir()):
         config = json.loads((folder / "config.json").read_text())
@@ -173,6 +181,7 @@ def study_points(sweep):
             "workload": WORKLOADS.get(model, model),
             "P": config["ranks"],
             "variant": variant_label(config["algorithm"]),
+            "reduction_rate": reduction_label(config.get("compute", {})),
             "complete": point_complete(folder),
         })
     return pd.DataFrame(rows)
@@ -180,9 +189,9 @@ def study_points(sweep):
 
 def study_iterations(points_table):
     """One row per complete point and iteration: the slowest rank's iteration time (`total`) split into compute,
-    staging, selection, reduction and communication (the rest, in seconds), the busiest rank's words sent and received over
-    k (sparse algorithms), the local selection's m/k (largest over ranks) and the point's tau'
-    (`selection.reevaluate_every` from the manifest; none for dense algorithms)."""
+    staging, selection, reduction and communication (the rest, in seconds), the busiest rank's words sent and
+    received over k (sparse algorithms), the local selection's m/k (largest over ranks), the point's tau'
+    (`selection.reevaluate_every` from the manifest; none for dense algorithms) and its reduction_rate."""
     rows = []
     for point in points_table[points_table["complete"]].itertuples():
         results = pd.read_csv(point.folder / "results.csv")
@@ -195,6 +204,7 @@ def study_iterations(points_table):
             k = total["k"]
             rows.append({
                 "point": point.point, "workload": point.workload, "P": point.P, "variant": point.variant,
+                "reduction_rate": point.reduction_rate,
                 "iteration": iteration, "reevaluation": total["reevaluation"] == 1,
                 "tau": selection.get("reevaluate_every"),
                 **parts,
@@ -214,17 +224,18 @@ def amortise(first, later, tau):
 
 
 def study_summary(iterations):
-    """One row per point: each part of the iteration (compute, staging, selection, reduction, communication, total) in
-    iteration 0 (`first_...`), averaged over the later ones (`later_...`) and per iteration (`..._ms`, in
-    milliseconds): amortised over tau' for points whose iteration 0 is a re-evaluation (Ok-Topk), the mean of
+    """One row per point: each part of the iteration (compute, staging, selection, reduction, communication,
+    total) in iteration 0 (`first_...`), averaged over the later ones (`later_...`) and per iteration (`..._ms`,
+    in milliseconds): amortised over tau' for points whose iteration 0 is a re-evaluation (Ok-Topk), the mean of
     all iterations otherwise. Also the words per rank / k and m/k, first and later."""
     parts = ["compute", "staging", "selection", "reduction", "communication", "total"]
     volumes = ["words_sent_per_k", "words_recv_per_k", "m_per_k"]
     rows = []
-    for (workload, P, variant), its in iterations.groupby(["workload", "P", "variant"], sort=False):
+    for (workload, P, variant, rate), its in iterations.groupby(["workload", "P", "variant", "reduction_rate"],
+                                                                 sort=False):
         first = its[its["iteration"] == its["iteration"].min()].iloc[0]
         later = its[its["iteration"] > first["iteration"]]
-        row = {"workload": workload, "P": P, "variant": variant, "iterations": len(its),
+        row = {"workload": workload, "P": P, "variant": variant, "reduction_rate": rate, "iterations": len(its),
                "amortised": bool(first["reevaluation"]) and len(later) > 0 and pd.notna(first["tau"])}
         for column in parts + volumes:
             row[f"first_{column}"] = first[column]

@@ -4,7 +4,8 @@
 # PDF) to OUT_DIR/figures. The repository's notebooks stay without outputs. Sweeps, all in
 # configs/studies/ci_small/: sweep.json into OUT_DIR (notebooks 1-4), time_to_accuracy.json into
 # OUT_DIR/time_to_accuracy (notebook 5, SPARSIM_TTA_DIR), oktopk_study.json into OUT_DIR/oktopk_study
-# (notebook 6, SPARSIM_OKTOPK_DIR), crossover.json into OUT_DIR/crossover (notebook 7, SPARSIM_CROSSOVER_DIR).
+# (notebook 6, SPARSIM_OKTOPK_DIR), crossover.json into OUT_DIR/crossover (notebook 7, SPARSIM_CROSSOVER_DIR),
+# reduction.json into OUT_DIR/reduction (notebook 8, SPARSIM_REDUCTION_DIR).
 # A notebook that fails makes this script fail (ctest runs it).
 # Usage: bash scripts/notebooks.sh [OUT_DIR]     (default results/ci_small; SPARSIM overrides the binary,
 #        default ${SPARSIM_BUILD_DIR:-build}/sparsim; the sweep runs on all cores unless SPARSIM_JOBS is set)
@@ -28,6 +29,10 @@ export SPARSIM_OKTOPK_DIR="$out/oktopk_study"
 # The crossover notebook (7_crossover) reads its own sweep: P = 4, 8, 16 on both platforms, communication only.
 "$sparsim" sweep configs/studies/ci_small/crossover.json --out "$out/crossover" ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
 export SPARSIM_CROSSOVER_DIR="$out/crossover"
+
+# What merges cost (8_reduction_cost): the Ok-Topk study's VGG-16 point at P = 8 with reductions charged at four rates.
+"$sparsim" sweep configs/studies/ci_small/reduction.json --out "$out/reduction" ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
+export SPARSIM_REDUCTION_DIR="$out/reduction"
 
 mkdir -p "$out/notebooks"
 # The CI training run is short (40 iterations at P = 4): its time-to-accuracy tables target 60% and 50%.
