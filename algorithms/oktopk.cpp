@@ -278,13 +278,10 @@ private:
     }
     // Reduce: the owner sums the slices of its region in rank order.
     std::vector<SparseView> ordered;
-    std::uint64_t received_pairs = 0;
-    for (const auto& part : parts) {
+    for (const auto& part : parts)
       ordered.push_back(part->view());
-      received_pairs += part->size();
-    }
     SparseVector reduced = sum_in_order(ordered);
-    comm.charge_reduction(pair_traffic(received_pairs, reduced.size()));
+    comm.charge_reduction(pair_traffic(total_pairs(parts), reduced.size()));
     return reduced;
   }
 
@@ -301,10 +298,7 @@ private:
     // Every rank holds the same regions: the top-k of their concatenation is computed once for all.
     auto result = comm.computed_once(
         regions, [&] { return std::make_shared<const SparseVector>(top_k_by_magnitude(concatenate(regions), k)); });
-    std::uint64_t gathered_pairs = 0;
-    for (const auto& region : regions)
-      gathered_pairs += region->size();
-    comm.charge_reduction(pair_traffic(gathered_pairs, result->size()));
+    comm.charge_reduction(pair_traffic(total_pairs(regions), result->size()));
     double kth = 0;
     if (result->size() == k && k > 0) {
       kth = std::fabs(result->values[0]);

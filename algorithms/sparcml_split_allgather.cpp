@@ -207,13 +207,10 @@ public:
     slices[r] =
         std::make_shared<const SparseSlice>(slice_of(input.local_selection, region_begin(r), region_begin(r + 1)));
     std::vector<SparseView> parts;
-    std::uint64_t received_pairs = 0;
-    for (const auto& part : slices) {
+    for (const auto& part : slices)
       parts.push_back(part->view());
-      received_pairs += part->size();
-    }
     SparseVector reduced = sum_in_order(parts);
-    comm.charge_reduction(pair_traffic(received_pairs, reduced.size()));
+    comm.charge_reduction(pair_traffic(total_pairs(slices), reduced.size()));
 
     // Phase 2 (global switch only): every rank learns the union's size, as the reference's allgather of
     // counts before its allgatherv.

@@ -55,10 +55,7 @@ public:
         parts.push_back(part.get());
       return std::make_shared<const SparseVector>(sum_in_order(parts));
     });
-    std::uint64_t gathered_pairs = 0;
-    for (const auto& part : gathered)
-      gathered_pairs += part->size();
-    comm.charge_reduction(pair_traffic(gathered_pairs, sum->size()));
+    comm.charge_reduction(pair_traffic(total_pairs(gathered), sum->size()));
     return sum;
   }
 

@@ -49,4 +49,13 @@ inline Bytes pair_traffic(std::uint64_t pairs_read, std::uint64_t pairs_written)
   return 8 * (pairs_read + pairs_written);
 }
 
+// The pairs in all of `parts` (shared pointers to sparse vectors, slices or views).
+template <class Parts> std::uint64_t total_pairs(const Parts& parts)
+{
+  std::uint64_t total = 0;
+  for (const auto& part : parts)
+    total += part->size();
+  return total;
+}
+
 }  // namespace sparsim
