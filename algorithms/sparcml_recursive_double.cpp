@@ -9,6 +9,9 @@
 // order, the lower virtual rank's vector first (merge_sum(lower, upper)), so they compute the same bits and,
 // by induction, every rank ends with the same vector. (Each index is a sum of two floats per round, and IEEE
 // addition is commutative, so the fixed order makes the reduction tree explicit rather than being needed.)
+// The simulator uses that: after round i the 2^(i+1) virtual ranks of a group hold the same vector, and
+// every one of them sums the same two payloads in round i+1, so the sum is computed once per group and
+// shared (Communicator::computed_once_by); each rank is still charged for its merge (compute.reduction).
 //
 // Any P: as the paper's MPI setting and algorithms/power_of_two.hpp do for dense vectors, with p2 the largest
 // power of two <= P and rem = P - p2, rank 2i (i < rem) first hands its selection to rank 2i+1, which sums
@@ -108,10 +111,13 @@ public:
         const RankId partner = fold.real_rank(vr ^ distance);
         auto incoming = comm.sendrecv(partner, current, partner, round);
         const bool lower = (vr & distance) == 0;
-        const std::size_t inputs = current->size() + incoming->size();
-        current = std::make_shared<const SparseVector>(lower ? merge_sum(*current, *incoming)
-                                                             : merge_sum(*incoming, *current));
-        comm.charge_reduction(pair_traffic(inputs, current->size()));
+        const std::vector<std::shared_ptr<const SparseVector>> halves =
+            lower ? std::vector{current, incoming} : std::vector{incoming, current};
+        // The 2 * distance virtual ranks of this round's group all sum these two payloads.
+        current = comm.computed_once_by(halves, 2 * distance, [&] {
+          return std::make_shared<const SparseVector>(merge_sum(*halves[0], *halves[1]));
+        });
+        comm.charge_reduction(pair_traffic(halves[0]->size() + halves[1]->size(), current->size()));
       }
     }
 

@@ -293,6 +293,12 @@ public:
   {
     return world_.shared_result(inputs, size(), compute);
   }
+  // The same for a result exactly `users` ranks compute from the same payloads (a group of ranks).
+  template <class T, class Compute>
+  auto computed_once_by(const std::vector<std::shared_ptr<const T>>& inputs, int users, const Compute& compute)
+  {
+    return world_.shared_result(inputs, users, compute);
+  }
 
   // Local work on received data (a sum, a merge, a re-selection) that moves `bytes` through memory: charged
   // in simulated time as phase "reduction" at the World's reduction bandwidth, nothing when that is free.

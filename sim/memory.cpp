@@ -38,9 +38,10 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
     // Split and reduce-scatter phases: a slice object and two pointers per (rank, region), up to all at once.
     if (name == "oktopk" || (name.starts_with("sparcml_") && name.ends_with("_split_allgather")))
       add("region slices (96 P^2 bytes)", P * P * 96);
-    // Recursive doubling ends with every rank holding its own sum of everything: P copies of U.
+    // Recursive doubling: one sum per group of ranks and round (shared by the group); the groups of a round
+    // hold P k pairs at most between them, and a round's sums live until the next round's are taken.
     if (name == "sparcml_ssar_recursive_double")
-      add("per-rank results (P min(P*k, n) pairs)", P * std::min(P * k, n) * element);
+      add("group sums (2 P k pairs)", 2 * P * k * element);
   } else if (config.workload.data == "real") {
     // Each rank's vector plus the blocks in flight (up to a whole vector per rank in recursive doubling).
     arrays = 2 * P * n * 4;
