@@ -31,6 +31,7 @@ struct RankOutcome {
 struct SparseRun {
   std::vector<std::vector<RankOutcome>> iterations;  // [iteration][rank]
   std::vector<std::string> phase_names;
+  std::uint64_t shared_results_computed = 0;  // results computed once for several ranks (World::shared_result)
   PhaseStats phase(int iteration, int rank, const std::string& name) const
   {
     for (std::size_t id = 0; id < phase_names.size(); ++id)
@@ -109,6 +110,7 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
   if (world.shared_results_pending() != 0)
     throw std::runtime_error(std::to_string(world.shared_results_pending()) + " shared results not taken by every rank");
   run.phase_names = world.phase_names();
+  run.shared_results_computed = world.shared_results_computed();
   return run;
 }
 

@@ -388,6 +388,8 @@ TEST_P(SparcmlRecursiveDouble, DisjointSelectionsFillIn)
   for (const auto& out : run.iterations[0])
     slowest = std::max(slowest, out.time);
   EXPECT_NEAR(slowest, cf.time, 1e-12 + 0.005 * cf.time) << cf.formula;
+  // Each round's sum is computed once per group of ranks holding the same two vectors: p2 / 2 + p2 / 4 + ... + 1.
+  EXPECT_EQ(run.shared_results_computed, static_cast<std::uint64_t>(p2 - 1));
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, SparcmlRecursiveDouble, ::testing::Values(1, 2, 3, 5, 6, 8, 13, 16),
