@@ -14,6 +14,7 @@
 #include <charconv>
 #include <cstdio>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <iostream>
 #include <malloc.h>
@@ -37,13 +38,17 @@ usage:
                                                   iterations done, marked partial in the manifest
                                                   --trace writes iteration I's timeline (default: the
                                                   last) in Chrome trace format for Perfetto
-  sparsim sweep SWEEP.json [--out DIR] [--jobs N] [--threads M] [--resume]
+  sparsim sweep SWEEP.json [--out DIR] [--jobs N] [--threads M] [--resume] [--only PATH=VALUE]...
                                                   run every point of a sweep (default DIR
                                                   results/<sweep name>, N the machine's cores,
                                                   M selection threads per point, default cores / N);
                                                   --resume skips complete points; DIR/summary.csv
-                                                  gathers them; Ctrl-C stops cleanly (resume later)
-  sparsim sweep SWEEP.json --out DIR --emit-slurm [--chunk N] [--resume]
+                                                  gathers them; Ctrl-C stops cleanly (resume later);
+                                                  --only runs the points whose config has VALUE at
+                                                  PATH (repeat: any value of one path, all paths),
+                                                  e.g. --only ranks=128 --only gradients.model=vgg16;
+                                                  the other points' folders are left as they are
+  sparsim sweep SWEEP.json --out DIR --emit-slurm [--chunk N] [--resume] [--only PATH=VALUE]...
                                                   write DIR/sweep.sbatch (a Slurm job array, N points
                                                   per task, default 1) and DIR/gather.sbatch; runs nothing
   sparsim sweep SWEEP.json --out DIR --gather     rebuild DIR/summary.csv from the complete points
@@ -74,6 +79,7 @@ struct Arguments {
   int jobs = 0;   // sweep: 0 = the machine's cores
   int chunk = 0;  // sweep --emit-slurm: 0 = not given (1)
   bool resume = false;
+  std::vector<std::string> only;  // sweep: --only PATH=VALUE filters
   bool emit_slurm = false;
   bool gather = false;
   bool quiet = false;
@@ -116,6 +122,8 @@ Arguments parse_arguments(int argc, char** argv)
       (arg == "--jobs" ? args.jobs : args.chunk) = whole_number(arg, value(arg.c_str()), 1);
     else if (arg == "--resume" && args.command == "sweep")
       args.resume = true;
+    else if (arg == "--only" && args.command == "sweep")
+      args.only.push_back(value("--only"));
     else if (arg == "--emit-slurm" && args.command == "sweep")
       args.emit_slurm = true;
     else if (arg == "--gather" && args.command == "sweep")
@@ -167,6 +175,8 @@ Arguments parse_arguments(int argc, char** argv)
                        "or --gather");
     if (args.resume && args.gather)
       throw UsageError("--gather reads the complete points as they are; --resume does not apply");
+    if (!args.only.empty() && args.gather)
+      throw UsageError("--gather gathers every complete point; --only does not apply");
   }
   return args;
 }
@@ -290,6 +300,18 @@ int command_sweep(const Arguments& args)
   options.threads = args.threads;
   options.resume = args.resume;
   options.executable = std::filesystem::canonical("/proc/self/exe").string();
+  for (const std::string& text : args.only) {
+    try {
+      options.only.push_back(sparsim::parse_point_filter(text));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("--only {}: {}", text, e.what()));
+    }
+  }
+  const std::size_t selected = sparsim::selected_points(sweep, options.only).size();
+  if (selected == 0)
+    throw UsageError(fmt::format("--only {} selects none of the sweep's {} points (the paths and values are "
+                                 "compared with each point's config as written, e.g. ranks=128)",
+                                 fmt::join(args.only, " --only "), sweep.points.size()));
 
   if (args.gather) {
     const std::size_t complete = sparsim::write_summary(sweep, options.out);
@@ -328,8 +350,9 @@ int command_sweep(const Arguments& args)
                (options.out / "summary.csv").string());
     return 130;
   }
-  fmt::print("{}: {} points, {} failed; summary in {}\n", sweep.name, sweep.points.size(), outcome.failed,
-             (options.out / "summary.csv").string());
+  fmt::print("{}: {} points{}, {} failed; summary in {}\n", sweep.name, selected,
+             options.only.empty() ? "" : fmt::format(" selected by --only (of {})", sweep.points.size()),
+             outcome.failed, (options.out / "summary.csv").string());
   return outcome.failed == 0 ? 0 : 1;
 }
 

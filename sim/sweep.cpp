@@ -118,15 +118,15 @@ std::string shell_quote(const std::string& text)
   return quoted + "'";
 }
 
-// Clears the folders of the points to run (all, or the incomplete ones on resume) and writes their
+// Clears the folders of the selected points to run (all, or the incomplete ones on resume) and writes their
 // config.json; returns their indices.
-std::vector<std::size_t> prepare_points(const Sweep& sweep, const std::filesystem::path& out, bool resume)
+std::vector<std::size_t> prepare_points(const Sweep& sweep, const SweepOptions& options)
 {
-  std::filesystem::create_directories(out / "points");
+  std::filesystem::create_directories(options.out / "points");
   std::vector<std::size_t> todo;
-  for (std::size_t i = 0; i < sweep.points.size(); ++i) {
-    const auto dir = point_dir(out, i);
-    if (resume && point_complete(dir))
+  for (std::size_t i : selected_points(sweep, options.only)) {
+    const auto dir = point_dir(options.out, i);
+    if (options.resume && point_complete(dir))
       continue;
     // A point without a manifest was never run or was stopped half-way: start it afresh.
     std::filesystem::remove_all(dir);
@@ -136,6 +136,39 @@ std::vector<std::size_t> prepare_points(const Sweep& sweep, const std::filesyste
   }
   return todo;
 }
+
+}  // namespace
+
+PointFilter parse_point_filter(const std::string& text)
+{
+  const std::size_t equals = text.find('=');
+  if (equals == std::string::npos || equals == 0)
+    throw std::invalid_argument("takes PATH=VALUE, e.g. ranks=128 or gradients.model=vgg16");
+  PointFilter filter{text.substr(0, equals), nlohmann::json()};
+  const std::string value = text.substr(equals + 1);
+  filter.value = nlohmann::json::accept(value) ? nlohmann::json::parse(value) : nlohmann::json(value);
+  return filter;
+}
+
+std::vector<std::size_t> selected_points(const Sweep& sweep, const std::vector<PointFilter>& filters)
+{
+  std::map<std::string, std::vector<nlohmann::json>> wanted;  // path -> any of these values
+  for (const auto& filter : filters)
+    wanted[filter.path].push_back(filter.value);
+  std::vector<std::size_t> selected;
+  for (std::size_t i = 0; i < sweep.points.size(); ++i) {
+    bool all = true;
+    for (const auto& [path, values] : wanted) {
+      const nlohmann::json value = value_at(sweep.points[i].config, path);
+      all = all && std::find(values.begin(), values.end(), value) != values.end();
+    }
+    if (all)
+      selected.push_back(i);
+  }
+  return selected;
+}
+
+namespace {
 
 // Set by SIGINT/SIGTERM while a local sweep runs.
 volatile std::sig_atomic_t stop_requested = 0;
@@ -408,16 +441,19 @@ Sweep load_sweep(const std::filesystem::path& file)
 
 SweepOutcome run_sweep(const Sweep& sweep, const SweepOptions& options)
 {
-  const std::vector<std::size_t> todo = prepare_points(sweep, options.out, options.resume);
-  const std::size_t complete = sweep.points.size() - todo.size();
-  fmt::print(stderr, "sweep {}: {} points, {} complete already, {} to run, {} at a time\n", sweep.name,
-             sweep.points.size(), complete, todo.size(), options.jobs);
+  const std::vector<std::size_t> todo = prepare_points(sweep, options);
+  // With --only, the selected points stand for the sweep in the counts.
+  const std::size_t total = options.only.empty() ? sweep.points.size() : selected_points(sweep, options.only).size();
+  const std::size_t complete = total - todo.size();
+  fmt::print(stderr, "sweep {}: {} points{}, {} complete already, {} to run, {} at a time\n", sweep.name, total,
+             options.only.empty() ? "" : fmt::format(" selected by --only (of {})", sweep.points.size()), complete,
+             todo.size(), options.jobs);
 
   // Points start in order while a job slot is free and the running points' memory estimates leave room.
   const double memory_budget = 0.9 * physical_memory_bytes();
   double memory_in_use = 0;
   const StopSignals stop_signals;
-  Progress progress(sweep.name, sweep.points.size(), complete, todo.size());
+  Progress progress(sweep.name, total, complete, todo.size());
   std::map<pid_t, std::size_t> running;
   std::size_t next = 0;
   SweepOutcome outcome;
@@ -469,7 +505,7 @@ SweepOutcome run_sweep(const Sweep& sweep, const SweepOptions& options)
 
 std::size_t emit_slurm(const Sweep& sweep, const SweepOptions& options, int chunk)
 {
-  const std::vector<std::size_t> todo = prepare_points(sweep, options.out, options.resume);
+  const std::vector<std::size_t> todo = prepare_points(sweep, options);
   if (todo.empty())
     return 0;
   const std::filesystem::path out = std::filesystem::canonical(options.out);

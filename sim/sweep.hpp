@@ -54,13 +54,28 @@ struct Sweep {
 // with check_memory (ConfigError on failure, its path prefixed with the point's coordinates).
 Sweep load_sweep(const std::filesystem::path& file);
 
+// `--only PATH=VALUE`: a point is selected when its config holds VALUE at PATH (keys joined by dots).
+struct PointFilter {
+  std::string path;     // "ranks", "gradients.model"
+  nlohmann::json value;  // 128, "vgg16"
+};
+// Parses "PATH=VALUE"; VALUE is JSON when it parses as JSON (128, false, "x"), else a string (vgg16).
+// Throws std::invalid_argument without a "=" or with an empty path.
+PointFilter parse_point_filter(const std::string& text);
+
 struct SweepOptions {
   std::filesystem::path out;
   int jobs = 1;
   int threads = 0;  // selection threads per point; 0: the machine's cores / jobs
   bool resume = false;
   std::string executable;  // the sparsim binary that runs each point
+  // Only the points every path's filters select (filters of one path: any of their values; of different
+  // paths: all); the others are neither cleared nor run, so slices of one sweep can share its folder.
+  std::vector<PointFilter> only;
 };
+
+// Indices of the points `filters` select (all points without filters).
+std::vector<std::size_t> selected_points(const Sweep& sweep, const std::vector<PointFilter>& filters);
 
 // DIR/points/NNNN of point `index`.
 std::filesystem::path point_dir(const std::filesystem::path& out, std::size_t index);
@@ -70,13 +85,13 @@ struct SweepOutcome {
   bool interrupted = false;  // stopped by SIGINT or SIGTERM
 };
 
-// Runs the points not yet complete, up to `jobs` at a time and never more at once than the machine's memory
+// Runs the selected points (SweepOptions::only) not yet complete, up to `jobs` at a time and never more at once than the machine's memory
 // holds (by the points' estimates), printing progress: one updating line on a terminal, a line per finished
 // point otherwise. Then writes summary.csv. SIGINT or SIGTERM stops the running points (their folders stay
 // incomplete, to be redone by --resume) and returns after writing summary.csv from the complete points.
 SweepOutcome run_sweep(const Sweep& sweep, const SweepOptions& options);
 
-// Writes each incomplete point's config.json (all points' unless `resume`), then DIR/sweep.sbatch, a Slurm
+// Writes each incomplete selected point's config.json (all selected points' unless `resume`), then DIR/sweep.sbatch, a Slurm
 // job array with one task per `chunk` points each running `sparsim run` like the local sweep, and
 // DIR/gather.sbatch, which rebuilds summary.csv. Returns the number of points the array runs.
 std::size_t emit_slurm(const Sweep& sweep, const SweepOptions& options, int chunk);

@@ -153,6 +153,49 @@ TEST(Sweep, RunsEveryPointAndResumes)
   EXPECT_EQ(read_text(first.dir / "summary.csv"), summary);
 }
 
+// --only runs a slice into the sweep's folder under the sweep's own point numbers and leaves the other points'
+// folders alone, so slices add up to the whole sweep; a filter that selects nothing is a usage error.
+TEST(Sweep, OnlyRunsASliceAndKeepsTheOtherPoints)
+{
+  const auto dir = scratch_dir("sweep_only");
+  CliResult ranks3 = run_sweep_cli(tiny_sweep(), dir, "--jobs 1 --only ranks=3");
+  ASSERT_EQ(ranks3.exit_code, 0) << ranks3.output;
+  EXPECT_NE(ranks3.output.find("2 points selected by --only (of 6)"), std::string::npos) << ranks3.output;
+  // Points vary as {dense_ring, oktopk} x ranks {2, 3, 8}, ranks fastest: ranks = 3 is points 1 and 4.
+  auto complete = [&] {
+    std::set<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(ranks3.dir / "points"))
+      if (std::filesystem::exists(entry.path() / "manifest.json"))
+        names.insert(entry.path().filename().string());
+    return names;
+  };
+  EXPECT_EQ(complete(), (std::set<std::string>{"0001", "0004"}));
+  const auto point4 = read_text(ranks3.dir / "points" / "0004" / "results.csv");
+
+  // Another slice, without --resume: Ok-Topk at every P (points 3, 4, 5); point 1 stays, point 4 is redone alike.
+  CliResult oktopk = run_sweep_cli(tiny_sweep(), dir, "--jobs 1 --only algorithm.name=oktopk");
+  ASSERT_EQ(oktopk.exit_code, 0) << oktopk.output;
+  EXPECT_EQ(complete(), (std::set<std::string>{"0001", "0003", "0004", "0005"}));
+  EXPECT_EQ(read_text(ranks3.dir / "points" / "0004" / "results.csv"), point4);
+  std::set<std::string> summarised;
+  for (auto& row : read_csv(ranks3.dir / "summary.csv"))
+    summarised.insert(row.at("point"));
+  EXPECT_EQ(summarised.size(), 4u);
+  // Two values of one path select either; two paths select both.
+  CliResult both = run_sweep_cli(tiny_sweep(), dir, "--jobs 1 --resume --only ranks=2 --only ranks=8 "
+                                                    "--only algorithm.name=dense_ring");
+  ASSERT_EQ(both.exit_code, 0) << both.output;
+  EXPECT_NE(both.output.find("2 points selected by --only (of 6), 0 complete already, 2 to run"), std::string::npos)
+      << both.output;
+  EXPECT_EQ(complete().size(), 6u);
+
+  for (const std::string flag : {"--only ranks=5", "--only nosuch.path=1", "--only ranks", "--gather --only ranks=3"}) {
+    CliResult bad = run_sweep_cli(tiny_sweep(), dir, flag);
+    EXPECT_EQ(bad.exit_code, 2) << flag << "\n" << bad.output;
+    EXPECT_NE(bad.output.find("--only"), std::string::npos) << bad.output;
+  }
+}
+
 TEST(Sweep, BadPointIsRejectedBeforeAnythingRuns)
 {
   auto sweep = tiny_sweep();
