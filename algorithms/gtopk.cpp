@@ -86,12 +86,16 @@ public:
           break;
         }
         if (r + distance < P) {
-          const auto received = comm.recv<SparseVector>(r + distance, kReduceTag);
-          const SparseVector merged = merge_sum(*current, *received);
-          const std::size_t inputs = current->size() + received->size();
-          current = std::make_shared<const SparseVector>(top_k_by_magnitude(merged, k));
-          // The merge reads both sets and writes the sum; the re-selection reads the sum and writes k.
-          comm.charge_reduction(pair_traffic(inputs + merged.size(), merged.size() + current->size()));
+          Bytes traffic = 0;
+          {
+            const auto received = comm.recv<SparseVector>(r + distance, kReduceTag);
+            const SparseVector merged = merge_sum(*current, *received);
+            const std::size_t inputs = current->size() + received->size();
+            current = std::make_shared<const SparseVector>(top_k_by_magnitude(merged, k));
+            // The merge reads both sets and writes the sum; the re-selection reads the sum and writes k.
+            traffic = pair_traffic(inputs + merged.size(), merged.size() + current->size());
+          }
+          comm.charge_reduction(traffic);  // once the received set and the sum are released
         }
       }
     }
