@@ -2,10 +2,10 @@
 // closed-form alpha-beta cost next to it so runs can report measurement and theory side by side.
 #pragma once
 
-#include "sim/comm.hpp"
-#include "sim/dense.hpp"
-#include "sim/json_reader.hpp"
-#include "sim/sparse.hpp"
+#include "sim/comm/communicator.hpp"
+#include "sim/data/dense.hpp"
+#include "sim/base/json_reader.hpp"
+#include "sim/data/sparse.hpp"
 
 #include <memory>
 #include <nlohmann/json.hpp>

@@ -2,8 +2,8 @@
 // few integers. Each is written as its steps; the caller wraps it in a phase.
 #pragma once
 
-#include "sim/comm.hpp"
-#include "sim/wire.hpp"
+#include "sim/comm/communicator.hpp"
+#include "sim/data/wire.hpp"
 
 #include <memory>
 #include <vector>

@@ -26,7 +26,7 @@
 // fp32 (8 bytes). The wire format is the workload's (workload.index_bytes / value_bytes): 8 + 8 models the
 // reference code.
 #include "algorithms/algorithm.hpp"
-#include "sim/sparse_ops.hpp"
+#include "sim/data/sparse_ops.hpp"
 
 namespace sparsim {
 namespace {

@@ -24,8 +24,8 @@
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/collectives.hpp"
-#include "sim/dense.hpp"
-#include "sim/sparse_ops.hpp"
+#include "sim/data/dense.hpp"
+#include "sim/data/sparse_ops.hpp"
 
 #include <cmath>
 #include <numeric>

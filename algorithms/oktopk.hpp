@@ -2,7 +2,7 @@
 // `source`. With rotation every step is a permutation (no rank receives two messages in one step).
 #pragma once
 
-#include "sim/units.hpp"
+#include "sim/base/units.hpp"
 
 #include <utility>
 

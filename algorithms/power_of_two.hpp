@@ -5,8 +5,8 @@
 // Each fold and unfold costs one message of the whole vector: 2 (alpha + n w beta) more when rem > 0.
 #pragma once
 
-#include "sim/comm.hpp"
-#include "sim/dense.hpp"
+#include "sim/comm/communicator.hpp"
+#include "sim/data/dense.hpp"
 
 namespace sparsim {
 

@@ -19,7 +19,7 @@
 // result back ("unfold"). That costs one message of k elements and one of |U| elements more.
 #include "algorithms/algorithm.hpp"
 #include "algorithms/power_of_two.hpp"
-#include "sim/sparse_ops.hpp"
+#include "sim/data/sparse_ops.hpp"
 
 #include <algorithm>
 

@@ -30,7 +30,7 @@
 // between 4k(P-1)/P and 2k(P-1)/P + n(P-1)/P words.
 #include "algorithms/algorithm.hpp"
 #include "algorithms/collectives.hpp"
-#include "sim/sparse_ops.hpp"
+#include "sim/data/sparse_ops.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -9,7 +9,7 @@
 // (algorithms/collectives.hpp).
 #include "algorithms/algorithm.hpp"
 #include "algorithms/collectives.hpp"
-#include "sim/sparse_ops.hpp"
+#include "sim/data/sparse_ops.hpp"
 
 #include <cmath>
 

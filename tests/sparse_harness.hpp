@@ -4,9 +4,9 @@
 #pragma once
 
 #include "algorithms/registry.hpp"
-#include "sim/driver.hpp"
-#include "sim/comm.hpp"
-#include "sim/sparse.hpp"
+#include "sim/run/driver.hpp"
+#include "sim/comm/communicator.hpp"
+#include "sim/data/sparse.hpp"
 
 #include <simgrid/s4u.hpp>
 

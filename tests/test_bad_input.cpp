@@ -2,7 +2,7 @@
 // already cover: each is refused before anything runs with exit status 2 and a message naming the JSON path,
 // the value found and what was expected. Bad configs are made here from a good one (so that test_config's
 // scan of tests/configs/ only ever sees good files).
-#include "sim/npy.hpp"
+#include "sim/gradients/npy.hpp"
 #include "sparsim_cli.hpp"
 
 #include <gtest/gtest.h>

@@ -2,9 +2,9 @@
 // brute-force re-implementation of their error-feedback loop; the layer tables against the models' real
 // parameter counts; the source's determinism, scaling and embedding-row sparsity; and the source's
 // statistics against the ranges measured on real gradients (algorithms.md, docs/gradients.md).
-#include "sim/calibrated_source.hpp"
-#include "sim/gradient_stats.hpp"
-#include "sim/topk.hpp"
+#include "sim/gradients/calibrated_source.hpp"
+#include "sim/run/gradient_stats.hpp"
+#include "sim/data/topk.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The communicator on a hand-built two-link star: matching by (source, tag), timing of one-sided
 // transfers, payload types and per-phase accounting.
-#include "sim/comm.hpp"
+#include "sim/comm/communicator.hpp"
 
 #include <simgrid/s4u.hpp>
 

@@ -1,6 +1,6 @@
 // Config loading: broken configs fail with exit status 2 and a message naming the field; docs/config.md
 // lists exactly the fields the loader reads.
-#include "sim/config.hpp"
+#include "sim/run/config.hpp"
 #include "sparsim_cli.hpp"
 
 #include <fstream>

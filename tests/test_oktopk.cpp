@@ -4,7 +4,7 @@
 // - other iterations: U = the entries of the union sum with |value| > gth, gth being the threshold the
 //   algorithm reports it used (the correction rule that produced it is tested through the run's drift).
 #include "algorithms/oktopk.hpp"
-#include "sim/driver.hpp"
+#include "sim/run/driver.hpp"
 #include "sparse_harness.hpp"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // Sparse sums against a brute-force oracle: every index's value is the left fold of its values in part
 // order, bit for bit, whichever internal path (dense accumulator or k-way merge) sum_in_order takes.
-#include "sim/sparse_ops.hpp"
+#include "sim/data/sparse_ops.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// Tests of the top-k kernels (sim/topk.hpp): select_topk and kth_largest_magnitude against the std::nth_element
+// Tests of the top-k kernels (sim/data/topk.hpp): select_topk and kth_largest_magnitude against the std::nth_element
 // reference (itself checked against a full sort), select_above and count_above against plain loops, on random,
 // heavy-tailed and adversarial inputs. Selections are compared exactly: same indices, values equal bit for bit.
-#include "sim/topk.hpp"
+#include "sim/data/topk.hpp"
 
 #include <gtest/gtest.h>
 

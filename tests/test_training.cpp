@@ -2,8 +2,8 @@
 // the MLP's gradient against finite differences of an independent double-precision forward pass, the
 // determinism and batch partition of the source, learning under exact dense updates, and whole runs
 // through the CLI with a dense and a sparse collective.
-#include "sim/config.hpp"
-#include "sim/training_source.hpp"
+#include "sim/run/config.hpp"
+#include "sim/gradients/training_source.hpp"
 #include "sparsim_cli.hpp"
 
 #include <chrono>
@@ -103,7 +103,7 @@ struct Oracle {
 Oracle oracle_loss(const std::vector<std::size_t>& widths, const std::vector<double>& params,
                    const std::vector<float>& inputs, const std::vector<std::uint8_t>& labels)
 {
-  // Offsets from the layout of sim/mlp.hpp: [b_L | W_L | ... | b_1 | W_1], W row-major [out][in].
+  // Offsets from the layout of sim/gradients/mlp.hpp: [b_L | W_L | ... | b_1 | W_1], W row-major [out][in].
   const std::size_t layers = widths.size() - 1;
   std::vector<std::size_t> bias_at(layers), weight_at(layers);
   std::size_t offset = 0;

@@ -1,6 +1,6 @@
 // Unit parsing and the JSON reader's error reporting.
-#include "sim/json_reader.hpp"
-#include "sim/units.hpp"
+#include "sim/base/json_reader.hpp"
+#include "sim/base/units.hpp"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 //   network/loopback-lat, 10 GB/s and 0 s by default), never a topology link.
 #pragma once
 
-#include "sim/json_reader.hpp"
+#include "sim/base/json_reader.hpp"
 #include "topologies/network_graph.hpp"
 #include "topologies/topology.hpp"
 

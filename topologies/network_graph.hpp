@@ -11,7 +11,7 @@
 //   one global link), not every shortest path of the bare graph.
 #pragma once
 
-#include "sim/units.hpp"
+#include "sim/base/units.hpp"
 
 #include <boost/graph/adjacency_list.hpp>
 #include <cstddef>

@@ -6,8 +6,8 @@
 // same links (a test checks hop counts against SimGrid's own routes).
 #pragma once
 
-#include "sim/json_reader.hpp"
-#include "sim/units.hpp"
+#include "sim/base/json_reader.hpp"
+#include "sim/base/units.hpp"
 
 #include <filesystem>
 #include <memory>

@@ -5,7 +5,7 @@
 // SPARSIM_SMPI_CONFIG and builds its "topology" with sparsim's own builders (topologies/), the same code and
 // the same host names ("node<i>") as `sparsim run`. Which hosts the ranks run on is the hostfile's business
 // (sparsim_smpi_setup writes it from the config's placement).
-#include "sim/json_reader.hpp"
+#include "sim/base/json_reader.hpp"
 #include "topologies/topology.hpp"
 
 #include <cstdio>

@@ -1,4 +1,4 @@
-// Benchmark of the top-k kernels (sim/topk.hpp) against one streaming read pass over the same array.
+// Benchmark of the top-k kernels (sim/data/topk.hpp) against one streaming read pass over the same array.
 //
 // Memory bandwidth on a shared VM drifts by tens of percent between runs, so absolute times are not comparable; every
 // benchmark therefore times a read pass (sum of |x|) right before each call of the kernel (and at least 10 in all),
@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/topk.hpp"
+#include "sim/data/topk.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -56,7 +56,7 @@ std::span<const float> input(Dist dist, std::size_t n)
 // The floor every kernel is compared with: one streaming pass reading x (the sum of |x|), as fast as we can make it:
 // AVX-512 when the CPU has it, several independent partial sums (bound by memory bandwidth, not by the latency of
 // float additions; no -ffast-math needed), and the same software prefetch as the kernels (worth ~10% on a VM core).
-constexpr std::size_t kPrefetchAhead = 2048;  // entries, as in sim/topk.cpp
+constexpr std::size_t kPrefetchAhead = 2048;  // entries, as in sim/data/topk.cpp
 
 float read_pass_portable(std::span<const float> x)
 {

@@ -3,8 +3,8 @@
 // manifest records. A ConfigError is the expected answer to bad input; any other exception, a crash or
 // undefined behaviour is a finding. (Building the SimGrid platform is left out: SimGrid's engine can be
 // created only once per process.)
-#include "sim/config.hpp"
-#include "sim/memory.hpp"
+#include "sim/run/config.hpp"
+#include "sim/run/memory.hpp"
 
 #include <cstddef>
 #include <cstdint>

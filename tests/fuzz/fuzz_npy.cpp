@@ -1,7 +1,7 @@
 // libFuzzer target: bytes as a .npy file through parse_npy, the reader behind replayed gradients. An NpyError
 // is the expected answer to a malformed file; any other exception, a crash or undefined behaviour is a
 // finding, and so is an accepted array whose data does not match its shape.
-#include "sim/npy.hpp"
+#include "sim/gradients/npy.hpp"
 
 #include <cstddef>
 #include <cstdint>

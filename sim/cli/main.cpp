@@ -1,0 +1,400 @@
+// The sparsim command line: run, validate, topology, algorithms, stats.
+#include "algorithms/registry.hpp"
+#include "sim/run/config.hpp"
+#include "sim/gradients/calibrated_source.hpp"
+#include "sim/run/driver.hpp"
+#include "sim/run/gradient_stats.hpp"
+#include "sim/run/memory.hpp"
+#include "sim/output/results.hpp"
+#include "sim/output/trace.hpp"
+#include "sim/cli/sweep.hpp"
+#include "topologies/network_graph.hpp"
+
+#include <simgrid/s4u/Engine.hpp>
+
+#include <charconv>
+#include <cstdio>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <fstream>
+#include <iostream>
+#include <malloc.h>
+#include <thread>
+#include <unistd.h>
+
+namespace {
+
+constexpr const char* kUsage = R"(sparsim: simulate sparse and dense allreduces on SimGrid platforms
+
+usage:
+  sparsim run CONFIG.json [--out DIR] [--quiet] [--threads N] [--time-limit T]
+                           [--trace FILE.json [--trace-iteration I]]
+                                                  run an experiment; results go to DIR
+                                                  (default results/<config name>); --relative-to D
+                                                  resolves the config's relative paths against D;
+                                                  N host threads prepare sparse ranks' gradients and
+                                                  selections (default: all cores; same results);
+                                                  past the wall-clock limit T ("90s", "2h") the run
+                                                  stops before its next iteration and writes the
+                                                  iterations done, marked partial in the manifest
+                                                  --trace writes iteration I's timeline (default: the
+                                                  last) in Chrome trace format for Perfetto
+  sparsim sweep SWEEP.json [--out DIR] [--jobs N] [--threads M] [--resume] [--only PATH=VALUE]...
+                                                  run every point of a sweep (default DIR
+                                                  results/<sweep name>, N the machine's cores,
+                                                  M selection threads per point, default cores / N);
+                                                  --resume skips complete points; DIR/summary.csv
+                                                  gathers them; Ctrl-C stops cleanly (resume later);
+                                                  --only runs the points whose config has VALUE at
+                                                  PATH (repeat: any value of one path, all paths),
+                                                  e.g. --only ranks=128 --only gradients.model=vgg16;
+                                                  the other points' folders are left as they are
+  sparsim sweep SWEEP.json --out DIR --emit-slurm [--chunk N] [--resume] [--only PATH=VALUE]...
+                                                  write DIR/sweep.sbatch (a Slurm job array, N points
+                                                  per task, default 1) and DIR/gather.sbatch; runs nothing
+  sparsim sweep SWEEP.json --out DIR --gather     rebuild DIR/summary.csv from the complete points
+  sparsim validate CONFIG.json                    check a config and build its platform; runs nothing
+  sparsim topology CONFIG.json [--dot FILE]       describe the platform; --dot writes Graphviz DOT
+                                                  (FILE "-" for standard output)
+  sparsim algorithms                              list the registered algorithms
+  sparsim stats CONFIG.json [--iterations N] [--warmup N]
+                                                  statistics of the config's gradients under top-k with error
+                                                  feedback (docs/gradients.md); defaults 20 and 50
+  sparsim --help                                  this text
+
+Exit status: 0 success, 1 the run failed, 2 bad arguments or a bad config, 3 a run stopped by its
+--time-limit (partial results written), 130 a sweep stopped by Ctrl-C/SIGINT or SIGTERM.
+Config fields are documented in docs/config.md.
+)";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Arguments {
+  std::string command;
+  std::string config;
+  std::string out;
+  std::string dot;
+  std::string relative_to;
+  int jobs = 0;   // sweep: 0 = the machine's cores
+  int chunk = 0;  // sweep --emit-slurm: 0 = not given (1)
+  bool resume = false;
+  std::vector<std::string> only;  // sweep: --only PATH=VALUE filters
+  bool emit_slurm = false;
+  bool gather = false;
+  bool quiet = false;
+  int threads = 0;      // run: 0 = all cores
+  double time_limit = 0;  // run: wall-clock seconds, 0 = none
+  std::string trace;    // run: the trace file, empty for none
+  int trace_iteration = -1;  // run: -1 = the last iteration
+  int iterations = 20;  // stats
+  int warmup = 50;      // stats
+};
+
+// The value of a whole-number flag, at least `minimum`.
+int whole_number(const std::string& flag, const std::string& text, int minimum)
+{
+  int count = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), count);
+  if (error != std::errc() || end != text.data() + text.size() || count < minimum)
+    throw UsageError(fmt::format("{} takes a whole number >= {}, not \"{}\"", flag, minimum, text));
+  return count;
+}
+
+Arguments parse_arguments(int argc, char** argv)
+{
+  Arguments args;
+  if (argc < 2)
+    throw UsageError("no command given");
+  args.command = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* flag) {
+      if (i + 1 >= argc)
+        throw UsageError(fmt::format("{} needs a value", flag));
+      return std::string(argv[++i]);
+    };
+    if (arg == "--out" && (args.command == "run" || args.command == "sweep"))
+      args.out = value("--out");
+    else if (arg == "--relative-to" && args.command == "run")
+      args.relative_to = value("--relative-to");
+    else if ((arg == "--jobs" || arg == "--chunk") && args.command == "sweep")
+      (arg == "--jobs" ? args.jobs : args.chunk) = whole_number(arg, value(arg.c_str()), 1);
+    else if (arg == "--resume" && args.command == "sweep")
+      args.resume = true;
+    else if (arg == "--only" && args.command == "sweep")
+      args.only.push_back(value("--only"));
+    else if (arg == "--emit-slurm" && args.command == "sweep")
+      args.emit_slurm = true;
+    else if (arg == "--gather" && args.command == "sweep")
+      args.gather = true;
+    else if (arg == "--quiet" && args.command == "run")
+      args.quiet = true;
+    else if (arg == "--time-limit" && args.command == "run") {
+      const std::string text = value("--time-limit");
+      const auto limit = sparsim::parse_duration(text);
+      if (!limit || *limit <= 0)
+        throw UsageError(fmt::format("--time-limit takes a positive duration such as \"90s\", \"30min\" or \"2h\", not \"{}\"", text));
+      args.time_limit = *limit;
+    } else if (arg == "--threads" && (args.command == "run" || args.command == "sweep"))
+      args.threads = whole_number(arg, value("--threads"), 1);
+    else if (arg == "--trace" && args.command == "run")
+      args.trace = value("--trace");
+    else if (arg == "--trace-iteration" && args.command == "run")
+      args.trace_iteration = whole_number(arg, value("--trace-iteration"), 0);
+    else if (arg == "--dot" && args.command == "topology")
+      args.dot = value("--dot");
+    else if (arg == "--iterations" && args.command == "stats")
+      args.iterations = whole_number(arg, value(arg.c_str()), 1);
+    else if (arg == "--warmup" && args.command == "stats")
+      args.warmup = whole_number(arg, value(arg.c_str()), 0);
+    else if (!arg.empty() && arg[0] != '-' && args.config.empty())
+      args.config = arg;
+    else
+      throw UsageError(fmt::format("unexpected argument \"{}\" for \"{}\"", arg, args.command));
+  }
+  const bool needs_config = args.command == "run" || args.command == "validate" || args.command == "topology" ||
+                            args.command == "stats";
+  if (needs_config && args.config.empty())
+    throw UsageError(fmt::format("\"{}\" needs a CONFIG.json", args.command));
+  if (args.trace_iteration >= 0 && args.trace.empty())
+    throw UsageError("--trace-iteration goes with --trace FILE.json");
+  if (args.command == "sweep") {
+    if (args.config.empty())
+      throw UsageError("\"sweep\" needs a SWEEP.json");
+    if (args.emit_slurm && args.gather)
+      throw UsageError("--emit-slurm and --gather are two separate steps: give one of them");
+    if ((args.emit_slurm || args.gather) && args.out.empty())
+      throw UsageError("--emit-slurm and --gather need --out DIR");
+    if (args.chunk > 0 && !args.emit_slurm)
+      throw UsageError("--chunk goes with --emit-slurm");
+    if (args.jobs > 0 && (args.emit_slurm || args.gather))
+      throw UsageError("--jobs is for local sweeps, not with --emit-slurm or --gather");
+    if (args.threads > 0 && (args.emit_slurm || args.gather))
+      throw UsageError("--threads is for local sweeps (Slurm tasks use their CPUs per task), not with --emit-slurm "
+                       "or --gather");
+    if (args.resume && args.gather)
+      throw UsageError("--gather reads the complete points as they are; --resume does not apply");
+    if (!args.only.empty() && args.gather)
+      throw UsageError("--gather gathers every complete point; --only does not apply");
+  }
+  return args;
+}
+
+std::string joined_command_line(int argc, char** argv)
+{
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0)
+      line += ' ';
+    line += argv[i];
+  }
+  return line;
+}
+
+int command_run(const Arguments& args, const std::string& command_line)
+{
+  // Selections and messages are vectors of a few MiB allocated and freed all the time: keep them in the
+  // heap instead of mapping fresh zeroed pages for each (system time 5x lower at scale, docs/scale.md).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  const sparsim::ExperimentConfig config =
+      args.relative_to.empty() ? sparsim::load_config(args.config)
+                               : sparsim::load_config(args.config, nullptr, std::filesystem::path(args.relative_to));
+  sparsim::check_memory(config);
+  const std::filesystem::path out = args.out.empty() ? std::filesystem::path("results") / config.name : std::filesystem::path(args.out);
+  if (!args.quiet)
+    fmt::print(stderr, "sparsim: running {} ({} on {} ranks, {} iteration(s))\n", args.config,
+               config.algorithm->name(), config.ranks, config.iterations);
+  // This run replaces the results of an earlier run in its folder: they go before it starts (the manifest
+  // first), so a run killed half-way leaves no result files rather than another run's.
+  for (const char* file : {"manifest.json", "results.csv", "ranks.csv", "links.csv"})
+    std::filesystem::remove(out / file);
+  sparsim::RunOptions options;
+  options.show_progress = !args.quiet;
+  options.threads = args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.wall_limit = args.time_limit;
+  if (!args.trace.empty()) {
+    options.trace_iteration = args.trace_iteration >= 0 ? args.trace_iteration : config.iterations - 1;
+    if (options.trace_iteration >= config.iterations)
+      throw UsageError(fmt::format("--trace-iteration {} is past the run's last iteration ({} of iterations 0..{})",
+                                   options.trace_iteration, config.iterations - 1, config.iterations - 1));
+  }
+  const int trace_iteration = options.trace_iteration;
+  const sparsim::RunOutput output = sparsim::run_experiment(config, options);
+  sparsim::write_results(out, config, output, sparsim::collect_provenance(command_line));
+  if (!args.trace.empty())
+    sparsim::write_file_atomically(args.trace, sparsim::chrome_trace_json(output.trace, config.name));
+  if (!args.quiet) {
+    fmt::print("{}  results    {}\n", sparsim::summarize_run(config, output), out.string());
+    if (!args.trace.empty())
+      fmt::print("  trace      {} (iteration {})\n", args.trace, trace_iteration);
+  }
+  return output.completed_iterations < config.iterations ? 3 : 0;
+}
+
+int command_validate(const Arguments& args)
+{
+  const sparsim::ExperimentConfig config = sparsim::load_config(args.config);
+  sparsim::check_memory(config);
+  sparsim::start_engine(config.network);
+  const auto routes = sparsim::summarize_routes(sparsim::build_rank_hosts(config));
+  const auto memory = sparsim::estimate_memory(config);
+  fmt::print("{}: valid\n  {} on {} ranks, n = {}, {} iteration(s)\n  platform {}\n  routes latency {} .. {}, "
+             "bottleneck bandwidth {} .. {}\n  memory   about {} ({})\n",
+             args.config, config.algorithm->name(), config.ranks, config.workload.n, config.iterations,
+             config.topology->describe(), sparsim::format_duration(routes.latency_min),
+             sparsim::format_duration(routes.latency_max), sparsim::format_bandwidth(routes.bandwidth_min),
+             sparsim::format_bandwidth(routes.bandwidth_max), sparsim::format_bytes(memory.bytes), memory.breakdown);
+  return 0;
+}
+
+int command_topology(const Arguments& args)
+{
+  const sparsim::ExperimentConfig config = sparsim::load_config(args.config);
+  const sparsim::NetworkGraph graph = config.topology->graph();
+  if (args.dot == "-") {
+    graph.write_dot(std::cout);
+    return 0;
+  }
+  fmt::print("{}\n  {} vertices, {} links in the graph view\n", config.topology->describe(), graph.vertex_count(),
+             graph.edge_count());
+  if (!args.dot.empty()) {
+    std::ofstream out(args.dot);
+    graph.write_dot(out);
+    if (!out)
+      throw std::runtime_error("cannot write " + args.dot);
+    fmt::print("  DOT written to {}\n", args.dot);
+  }
+  return 0;
+}
+
+int command_stats(const Arguments& args)
+{
+  const sparsim::ExperimentConfig config = sparsim::load_config(args.config);
+  sparsim::GradientStatsOptions options;
+  options.ranks = config.ranks;
+  options.n = config.workload.n;
+  options.k = config.workload.k;
+  options.iterations = args.iterations;
+  options.warmup = args.warmup;
+  options.reuse = config.selection;
+  options.reuse.policy = "threshold_reuse";
+  if (const auto* calibrated = dynamic_cast<const sparsim::CalibratedSource*>(config.gradients.get()))
+    for (const auto& layer : calibrated->layers())
+      if (layer.output && layer.size > 0) {
+        options.output_begin = options.output_end == 0 ? layer.begin : std::min(options.output_begin, layer.begin);
+        options.output_end = std::max(options.output_end, layer.begin + layer.size);
+      }
+  fmt::print("{}: {} gradients\n{}", args.config, config.gradients->name(),
+             sparsim::format_gradient_stats(sparsim::measure_gradient_stats(*config.gradients, options)));
+  return 0;
+}
+
+int command_sweep(const Arguments& args)
+{
+  const sparsim::Sweep sweep = sparsim::load_sweep(args.config);
+  sparsim::SweepOptions options;
+  options.out = args.out.empty() ? std::filesystem::path("results") / sweep.name : std::filesystem::path(args.out);
+  options.jobs = args.jobs > 0 ? args.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.threads = args.threads;
+  options.resume = args.resume;
+  options.executable = std::filesystem::canonical("/proc/self/exe").string();
+  for (const std::string& text : args.only) {
+    try {
+      options.only.push_back(sparsim::parse_point_filter(text));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("--only {}: {}", text, e.what()));
+    }
+  }
+  const std::size_t selected = sparsim::selected_points(sweep, options.only).size();
+  if (selected == 0)
+    throw UsageError(fmt::format("--only {} selects none of the sweep's {} points (the paths and values are "
+                                 "compared with each point's config as written, e.g. ranks=128)",
+                                 fmt::join(args.only, " --only "), sweep.points.size()));
+
+  if (args.gather) {
+    const std::size_t complete = sparsim::write_summary(sweep, options.out);
+    fmt::print("{}: {} of {} points complete; summary in {}\n", sweep.name, complete, sweep.points.size(),
+               (options.out / "summary.csv").string());
+    for (std::size_t i = 0; i < sweep.points.size(); ++i)
+      if (!std::filesystem::exists(sparsim::point_dir(options.out, i) / "manifest.json"))
+        fmt::print("  incomplete: point {:04d} ({}), see {}\n", i, sweep.points[i].label,
+                   (sparsim::point_dir(options.out, i) / "run.log").string());
+    return complete == sweep.points.size() ? 0 : 1;
+  }
+
+  if (args.emit_slurm) {
+    const int chunk = args.chunk > 0 ? args.chunk : 1;
+    const std::size_t count = sparsim::emit_slurm(sweep, options, chunk);
+    if (count == 0) {
+      fmt::print("{}: every point is complete already; rebuild the summary with\n  {} sweep {} --out {} --gather\n",
+                 sweep.name, options.executable, sweep.file.string(), options.out.string());
+      return 0;
+    }
+    const std::string out = std::filesystem::canonical(options.out).string();
+    fmt::print("{}: {} points in {} array task(s) of up to {}; configs in {}/points/NNNN/config.json\n"
+               "submit the array, then the gather step after it:\n"
+               "  sbatch {}/sweep.sbatch\n"
+               "  sbatch --dependency=afterany:ARRAY_JOB_ID {}/gather.sbatch\n"
+               "or both at once:\n"
+               "  jobid=$(sbatch --parsable {}/sweep.sbatch | cut -d';' -f1) && "
+               "sbatch --dependency=afterany:$jobid {}/gather.sbatch\n",
+               sweep.name, count, (count + chunk - 1) / chunk, chunk, out, out, out, out, out);
+    return 0;
+  }
+
+  const sparsim::SweepOutcome outcome = sparsim::run_sweep(sweep, options);
+  if (outcome.interrupted) {
+    fmt::print("{}: interrupted; summary of the complete points in {}; continue with --resume\n", sweep.name,
+               (options.out / "summary.csv").string());
+    return 130;
+  }
+  fmt::print("{}: {} points{}, {} failed; summary in {}\n", sweep.name, selected,
+             options.only.empty() ? "" : fmt::format(" selected by --only (of {})", sweep.points.size()),
+             outcome.failed, (options.out / "summary.csv").string());
+  return outcome.failed == 0 ? 0 : 1;
+}
+
+int command_algorithms()
+{
+  for (const auto& entry : sparsim::algorithm_registry())
+    fmt::print("{:<28} {:<7} {}\n", entry.name, entry.kind, entry.summary);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+  try {
+    const Arguments args = parse_arguments(argc, argv);
+    if (args.command == "--help" || args.command == "-h" || args.command == "help") {
+      fmt::print("{}", kUsage);
+      return 0;
+    }
+    if (args.command == "run")
+      return command_run(args, joined_command_line(argc, argv));
+    if (args.command == "validate")
+      return command_validate(args);
+    if (args.command == "topology")
+      return command_topology(args);
+    if (args.command == "sweep")
+      return command_sweep(args);
+    if (args.command == "algorithms")
+      return command_algorithms();
+    if (args.command == "stats")
+      return command_stats(args);
+    throw UsageError(fmt::format("unknown command \"{}\"", args.command));
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "sparsim: {}\n\n{}", e.what(), kUsage);
+    return 2;
+  } catch (const sparsim::ConfigError& e) {
+    fmt::print(stderr, "sparsim: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "sparsim: error: {}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,60 @@
+// What a message costs on the wire: the simulated size of every payload type is computed here, from the
+// payload itself, so the bytes a run reports are those of the messages actually sent.
+#pragma once
+
+#include "sim/data/sparse.hpp"
+#include "sim/base/units.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sparsim {
+
+// How elements are encoded on the wire. Defaults are the paper's: int32 index + fp32 value = 8 bytes.
+struct WireFormat {
+  int index_bytes = 4;  // bytes per sparse index
+  int value_bytes = 4;  // bytes per value, dense or sparse (4 = fp32, 2 = bf16/fp16)
+  std::string describe() const;
+};
+
+// A contiguous slice of a dense vector. `values` is empty in phantom mode, where only the length travels
+// (the dense baselines' communication does not depend on the values).
+struct DenseBlock {
+  std::uint64_t length = 0;
+  std::vector<float> values;
+};
+
+// Small integer metadata: element counts, region boundaries.
+struct Counts {
+  std::vector<std::int64_t> values;
+};
+
+inline Bytes wire_bytes(const DenseBlock& block, const WireFormat& wire)
+{
+  return block.length * static_cast<Bytes>(wire.value_bytes);
+}
+// A sparse vector costs one index and one value per element.
+inline Bytes wire_bytes(const SparseVector& v, const WireFormat& wire)
+{
+  return v.size() * static_cast<Bytes>(wire.index_bytes + wire.value_bytes);
+}
+// Several ranks' payloads in one message (allgather steps forward what they have collected). Only the
+// parts are charged on the wire: which rank owns which part is known to both sides in advance.
+template <class T> struct Bundle {
+  std::vector<RankId> owners;
+  std::vector<std::shared_ptr<const T>> parts;
+};
+template <class T> Bytes wire_bytes(const Bundle<T>& bundle, const WireFormat& wire)
+{
+  Bytes bytes = 0;
+  for (const auto& part : bundle.parts)
+    bytes += wire_bytes(*part, wire);
+  return bytes;
+}
+
+// Metadata travels as 4-byte integers, as MPI_INT counts do.
+inline Bytes wire_bytes(const Counts& counts, const WireFormat&) { return counts.values.size() * 4; }
+
+}  // namespace sparsim

@@ -1,0 +1,401 @@
+#include "sim/gradients/calibrated_source.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <numbers>
+#include <numeric>
+
+namespace sparsim {
+namespace {
+
+// Independent random streams: each factor of the model draws from its own salt of the seed.
+constexpr std::uint64_t kSaltMagnitude = 0x6d61676e69747564ull;  // w_i
+constexpr std::uint64_t kSaltShared = 0x7368617265646d69ull;    // m_i
+constexpr std::uint64_t kSaltNoise = 0x6e6f6973657a7269ull;     // z_r,i
+constexpr std::uint64_t kSaltIteration = 0x6974657261746963ull;  // c(t)
+constexpr std::uint64_t kSaltRows = 0x726f77736163746full;      // row activity
+constexpr std::uint64_t kAllRanks = ~0ull;                      // the "rank" coordinate of shared draws
+// The normal behind the log-normal magnitude w_i is clamped to +-4: without a cap, the one largest entry among
+// millions (a 5-6 sigma draw, persistent for hot_set_drift iterations) decides the sample kurtosis alone.
+constexpr double kLogMagnitudeCap = 4.0;
+
+// splitmix64's finaliser: consecutive counters give independent 64-bit values.
+std::uint64_t finalise(std::uint64_t x)
+{
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// The bits of counter `index` in the stream that starts at `base` (a mix_coordinates value).
+std::uint64_t stream_bits(std::uint64_t base, std::uint64_t index)
+{
+  return finalise(base + index * 0x9E3779B97F4A7C15ull);
+}
+
+double uniform01(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+
+// Two independent standard normals from 64 random bits (Box-Muller on two 32-bit uniforms; |z| < 6.8).
+void normal_pair(std::uint64_t bits, double& first, double& second)
+{
+  const double u1 = (static_cast<double>(bits >> 32) + 0.5) * 0x1.0p-32;
+  const double u2 = static_cast<double>(bits & 0xFFFFFFFFull) * 0x1.0p-32;
+  const double radius = std::sqrt(-2.0 * std::log(u1));
+  const double angle = 2.0 * std::numbers::pi * u2;
+  first = radius * std::cos(angle);
+  second = radius * std::sin(angle);
+}
+
+// Fills out[i] with standard normals of the stream `base` (entry i uses half of pair i / 2).
+void fill_normals(std::uint64_t base, std::span<float> out)
+{
+  const std::size_t n = out.size();
+  double a = 0, b = 0;
+  for (std::size_t pair = 0; 2 * pair < n; ++pair) {
+    normal_pair(stream_bits(base, pair), a, b);
+    out[2 * pair] = static_cast<float>(a);
+    if (2 * pair + 1 < n)
+      out[2 * pair + 1] = static_cast<float>(b);
+  }
+}
+
+// A standard normal per entry that drifts with time: at iteration t, with epoch e = floor(t / period) and
+// phase f = t / period - e, the value is cos(pi f / 2) A_e + sin(pi f / 2) A_(e+1) for independent standard
+// normals A_e. Every iteration's value is standard normal; after `period` iterations it is independent of
+// the start; the path is continuous across epochs.
+void fill_drifting_normals(std::uint64_t seed, std::uint64_t salt, int iteration, double period, std::span<float> out)
+{
+  const double position = iteration / period;
+  const double epoch = std::floor(position);
+  const double phase = (position - epoch) * std::numbers::pi / 2;
+  const auto e = static_cast<std::uint64_t>(epoch);
+  const float weight_now = static_cast<float>(std::cos(phase));
+  const float weight_next = static_cast<float>(std::sin(phase));
+  std::vector<float> next(out.size());
+  fill_normals(mix_coordinates(seed ^ salt, kAllRanks, e, 0), out);
+  fill_normals(mix_coordinates(seed ^ salt, kAllRanks, e + 1, 0), next);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = weight_now * out[i] + weight_next * next[i];
+}
+
+bool is_weight_kind(const std::string& kind) { return kind != "norm" && kind != "bias"; }
+
+}  // namespace
+
+std::uint64_t ModelTable::total() const
+{
+  std::uint64_t sum = 0;
+  for (const auto& layer : layers)
+    sum += layer.size;
+  return sum;
+}
+
+ModelTable read_model_table(const std::filesystem::path& file)
+{
+  const nlohmann::json document = [&] {
+    std::ifstream in(file);
+    if (!in)
+      throw ConfigError("(model table)", fmt::format("\"{}\"", file.string()), "a readable layer table");
+    try {
+      return nlohmann::json::parse(in);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw ConfigError("(model table)", fmt::format("\"{}\"", file.string()),
+                        fmt::format("valid JSON ({})", e.what()));
+    }
+  }();
+  JsonReader root(document, fmt::format("({})", file.filename().string()));
+  ModelTable table;
+  table.name = root.get_string("name");
+  table.flatten_order = root.get_enum("flatten_order", {"reverse", "forward"});
+  root.get_string("note", "");
+  if (root.has("compute")) {
+    // The training step on the reference GPU, with where the figure comes from (all fields required).
+    JsonReader compute = root.object("compute");
+    TrainingStep step;
+    step.forward_backward = compute.get_duration("forward_backward");
+    if (step.forward_backward <= 0)
+      compute.fail("forward_backward", step.forward_backward, "a positive duration");
+    step.batch = static_cast<int>(compute.get_int("batch", std::nullopt, 1, 1 << 20));
+    compute.get_int("sequence_length", 0, 0, 1 << 20);
+    compute.get_string("device");
+    compute.get_string("method");
+    step.source = compute.get_string("source");
+    compute.finish();
+    table.training_step = step;
+  }
+  const auto declared_total = root.get_int("total", 0, 0);
+  for (JsonReader entry : root.object_list("layers")) {
+    ModelLayer layer;
+    layer.name = entry.get_string("name");
+    layer.kind = entry.get_enum("kind", {"conv", "fc", "lstm", "embedding", "norm", "bias"});
+    layer.size = static_cast<std::uint64_t>(entry.get_int("size", std::nullopt, 1));
+    layer.rows = static_cast<std::uint64_t>(entry.get_int("rows", 0, 0, static_cast<std::int64_t>(layer.size)));
+    layer.output = entry.get_bool("output", false);
+    if (entry.has("shape")) {
+      const auto shape = entry.get_int_list("shape", 1, std::numeric_limits<std::int64_t>::max());
+      const auto product = std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
+      if (static_cast<std::uint64_t>(product) != layer.size)
+        entry.fail("shape", nlohmann::json(shape), fmt::format("dimensions whose product is the size {}", layer.size));
+    }
+    entry.finish();
+    table.layers.push_back(std::move(layer));
+  }
+  if (table.layers.empty())
+    root.fail("layers", nlohmann::json::array(), "at least one layer");
+  if (declared_total != 0 && static_cast<std::uint64_t>(declared_total) != table.total())
+    root.fail("total", declared_total, fmt::format("the sum of the layer sizes, {}", table.total()));
+  root.finish();
+  return table;
+}
+
+std::filesystem::path model_table_path(const std::string& model, const std::filesystem::path& config_dir)
+{
+  if (model == "vgg16" || model == "lstm_an4" || model == "bert_base")
+    return std::filesystem::path(SPARSIM_SOURCE_DIR) / "configs" / "models" / (model + ".json");
+  const std::filesystem::path path(model);
+  return path.is_absolute() ? path : config_dir / path;
+}
+
+std::vector<FlatLayer> flatten_layers(const ModelTable& table, std::uint64_t n, double layer_scale_exponent,
+                                      double output_layer_scale)
+{
+  const std::uint64_t total = table.total();
+  const std::size_t count = table.layers.size();
+
+  // Sizes: proportional shares of n, largest remainders first (exact when n is the table's total).
+  std::vector<std::uint64_t> sizes(count);
+  std::vector<unsigned __int128> remainders(count);
+  std::uint64_t assigned = 0;
+  for (std::size_t l = 0; l < count; ++l) {
+    const unsigned __int128 scaled = static_cast<unsigned __int128>(table.layers[l].size) * n;
+    sizes[l] = static_cast<std::uint64_t>(scaled / total);
+    remainders[l] = scaled % total;
+    assigned += sizes[l];
+  }
+  std::vector<std::size_t> order(count);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return remainders[a] > remainders[b]; });
+  for (std::size_t j = 0; assigned < n; ++j, ++assigned)
+    ++sizes[order[j]];
+
+  // Scales: weight tensors by their (table) size; a bias or normalisation tensor takes the scale of the
+  // nearest weight tensor registered before it (after it, for leading ones).
+  std::vector<double> scales(count, 1.0);
+  std::vector<std::size_t> owner(count, count);
+  for (std::size_t l = 0, last = count; l < count; ++l) {
+    if (is_weight_kind(table.layers[l].kind))
+      last = l;
+    owner[l] = last;
+  }
+  for (std::size_t l = count; l-- > 0;)  // leading ones, back to front; a table without weights: the last layer
+    if (owner[l] == count)
+      owner[l] = l + 1 < count ? owner[l + 1] : l;
+  for (std::size_t l = 0; l < count; ++l) {
+    const double size = static_cast<double>(table.layers[owner[l]].size);
+    scales[l] = std::pow(size / static_cast<double>(total), -layer_scale_exponent);
+    if (table.layers[l].output)
+      scales[l] *= output_layer_scale;
+  }
+  double mean_square = 0;
+  for (std::size_t l = 0; l < count; ++l)
+    mean_square += static_cast<double>(sizes[l]) * scales[l] * scales[l];
+  const double normalise = mean_square > 0 ? std::sqrt(static_cast<double>(n) / mean_square) : 1.0;
+
+  std::vector<FlatLayer> flat;
+  std::uint64_t begin = 0;
+  for (std::size_t j = 0; j < count; ++j) {
+    const std::size_t l = table.flatten_order == "reverse" ? count - 1 - j : j;
+    const ModelLayer& layer = table.layers[l];
+    FlatLayer out{layer.name, layer.kind, begin, sizes[l], 0, layer.rows, layer.output, scales[l] * normalise};
+    if (layer.rows > 0 && sizes[l] > 0) {
+      const double rows = std::round(static_cast<double>(layer.rows) * sizes[l] / static_cast<double>(layer.size));
+      out.rows = std::clamp<std::uint64_t>(static_cast<std::uint64_t>(rows), 1, sizes[l]);
+    }
+    begin += sizes[l];
+    flat.push_back(std::move(out));
+  }
+  return flat;
+}
+
+nlohmann::json CalibratedParams::to_json() const
+{
+  return {{"model", model},
+          {"heavy_tail", heavy_tail},
+          {"hot_set_drift", hot_set_drift},
+          {"shared_fraction", shared_fraction},
+          {"shared_drift", shared_drift},
+          {"layer_scale_exponent", layer_scale_exponent},
+          {"output_layer_scale", output_layer_scale},
+          {"iteration_jitter", iteration_jitter},
+          {"noise_tail", noise_tail},
+          {"tokens_per_batch", tokens_per_batch},
+          {"zipf_exponent", zipf_exponent}};
+}
+
+CalibratedSource::CalibratedSource(const ModelTable& table, CalibratedParams params, std::uint64_t seed,
+                                   std::uint64_t n)
+    : params_(std::move(params))
+    , training_step_(table.training_step)
+    , seed_(seed)
+    , n_(n)
+{
+  layers_ = flatten_layers(table, n, params_.layer_scale_exponent, params_.output_layer_scale);
+  row_probability_.resize(layers_.size());
+  row_factor_.resize(layers_.size());
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const FlatLayer& layer = layers_[l];
+    if (layer.rows == 0)
+      continue;
+    // Token frequencies: Zipf over the table's rows, most frequent first (row r has frequency rank r + 1).
+    double harmonic = 0;
+    for (std::uint64_t r = layer.table_rows; r >= 1; --r)
+      harmonic += std::pow(static_cast<double>(r), -params_.zipf_exponent);
+    for (std::uint64_t row = 0; row < layer.rows; ++row) {
+      const double rank = std::floor((row + 0.5) * static_cast<double>(layer.table_rows) / layer.rows) + 1;
+      const double frequency = std::pow(rank, -params_.zipf_exponent) / harmonic;
+      const double expected_count = params_.tokens_per_batch * frequency;
+      const double present = -std::expm1(params_.tokens_per_batch * std::log1p(-frequency));
+      row_probability_[l].push_back(present);
+      row_factor_[l].push_back(std::sqrt(expected_count / present));
+    }
+  }
+}
+
+nlohmann::json CalibratedSource::to_json() const
+{
+  nlohmann::json json = params_.to_json();
+  json["source"] = "calibrated";
+  return json;
+}
+
+std::optional<Seconds> CalibratedSource::forward_backward_time() const
+{
+  if (!training_step_)
+    return std::nullopt;
+  return training_step_->forward_backward;
+}
+
+std::shared_ptr<const CalibratedSource::SharedPart> CalibratedSource::shared_part(int iteration) const
+{
+  {
+    std::lock_guard lock(cache_mutex_);
+    if (cache_ && cache_->iteration == iteration)
+      return cache_;
+  }
+  auto part = compute_shared_part(iteration);
+  std::lock_guard lock(cache_mutex_);
+  cache_ = part;
+  return part;
+}
+
+double CalibratedSource::iteration_shock(int iteration) const
+{
+  double z = 0, unused = 0;
+  normal_pair(
+      stream_bits(mix_coordinates(seed_ ^ kSaltIteration, kAllRanks, static_cast<std::uint64_t>(iteration), 0), 0), z,
+      unused);
+  return z;
+}
+
+std::shared_ptr<const CalibratedSource::SharedPart> CalibratedSource::compute_shared_part(int iteration) const
+{
+  auto part = std::make_shared<SharedPart>();
+  part->iteration = iteration;
+  part->mean.resize(n_);
+  part->noise.resize(n_);
+  std::vector<float>& magnitude = part->noise;  // w_i first, then turned into the noise amplitude
+  std::vector<float>& shared = part->mean;     // m_i first, then turned into the mean
+  fill_drifting_normals(seed_, kSaltMagnitude, iteration, params_.hot_set_drift, magnitude);
+  fill_drifting_normals(seed_, kSaltShared, iteration, params_.shared_drift, shared);
+
+  const double iteration_scale = std::exp(params_.iteration_jitter * iteration_shock(iteration));
+  // exp(sigma G - sigma^2) has mean square 1 for a standard normal G.
+  const double sigma = params_.heavy_tail;
+  const double shared_weight = std::sqrt(params_.shared_fraction);
+  const double noise_weight = std::sqrt(1.0 - params_.shared_fraction);
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const FlatLayer& layer = layers_[l];
+    const double layer_scale = iteration_scale * layer.scale;
+    // The output layer's entries are not heavy-tailed: every class's error meets every feature.
+    const double layer_sigma = layer.output ? 0.0 : sigma;
+    for (std::uint64_t e = 0; e < layer.size; ++e) {
+      const std::uint64_t i = layer.begin + e;
+      const double log_magnitude = std::clamp(static_cast<double>(magnitude[i]), -kLogMagnitudeCap, kLogMagnitudeCap);
+      double amplitude = layer_scale * std::exp(layer_sigma * log_magnitude - layer_sigma * layer_sigma);
+      if (layer.rows > 0)
+        amplitude *= row_factor_[l][e * layer.rows / layer.size];
+      shared[i] = static_cast<float>(amplitude * shared_weight * shared[i]);
+      magnitude[i] = static_cast<float>(amplitude * noise_weight);
+    }
+  }
+  return part;
+}
+
+void CalibratedSource::generate(RankId rank, int iteration, std::span<float> out) const
+{
+  if (out.size() != n_)
+    throw std::invalid_argument(
+        fmt::format("calibrated source: gradient of {} entries asked, n is {}", out.size(), n_));
+  const auto part = shared_part(iteration);
+  // Per-rank noise: a normal times a fresh log-normal factor (a normal variance mixture), one Box-Muller pair
+  // per entry; exp(tau B - tau^2) has mean square 1.
+  const std::uint64_t base =
+      mix_coordinates(seed_ ^ kSaltNoise, static_cast<std::uint64_t>(rank), static_cast<std::uint64_t>(iteration), 0);
+  const double tau = params_.noise_tail;
+  for (std::size_t i = 0; i < n_; ++i) {
+    double a = 0, b = 0;
+    normal_pair(stream_bits(base, i), a, b);
+    out[i] = part->mean[i] + part->noise[i] * static_cast<float>(a * std::exp(tau * b - tau * tau));
+  }
+
+  // Row-sparse embeddings: rows whose token is not in this rank's batch get no gradient.
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const FlatLayer& layer = layers_[l];
+    if (layer.rows == 0)
+      continue;
+    const std::uint64_t base =
+        mix_coordinates(seed_ ^ kSaltRows, static_cast<std::uint64_t>(rank), static_cast<std::uint64_t>(iteration), l);
+    for (std::uint64_t row = 0; row < layer.rows; ++row) {
+      if (uniform01(stream_bits(base, row)) < row_probability_[l][row])
+        continue;
+      const std::uint64_t first = (row * layer.size + layer.rows - 1) / layer.rows;
+      const std::uint64_t last = ((row + 1) * layer.size + layer.rows - 1) / layer.rows;
+      std::fill(out.begin() + static_cast<std::ptrdiff_t>(layer.begin + first),
+                out.begin() + static_cast<std::ptrdiff_t>(layer.begin + last), 0.0f);
+    }
+  }
+}
+
+std::unique_ptr<GradientSource> make_calibrated_source(JsonReader& gradients, const GradientContext& context)
+{
+  CalibratedParams params;
+  params.model = gradients.get_string("model", params.model);
+  params.heavy_tail = gradients.get_number("heavy_tail", params.heavy_tail, 0.0, 3.0);
+  params.hot_set_drift = gradients.get_number("hot_set_drift", params.hot_set_drift, 0.0, 1e9, true);
+  params.shared_fraction = gradients.get_number("shared_fraction", params.shared_fraction, 0.0, 1.0);
+  params.shared_drift = gradients.get_number("shared_drift", params.shared_drift, 0.0, 1e9, true);
+  params.layer_scale_exponent = gradients.get_number("layer_scale_exponent", params.layer_scale_exponent, 0.0, 2.0);
+  params.output_layer_scale = gradients.get_number("output_layer_scale", params.output_layer_scale, 0.0, 1e6, true);
+  params.iteration_jitter = gradients.get_number("iteration_jitter", params.iteration_jitter, 0.0, 3.0);
+  params.noise_tail = gradients.get_number("noise_tail", params.noise_tail, 0.0, 3.0);
+  params.tokens_per_batch = gradients.get_number("tokens_per_batch", params.tokens_per_batch, 1.0, 1e12);
+  params.zipf_exponent = gradients.get_number("zipf_exponent", params.zipf_exponent, 0.0, 4.0);
+
+  ModelTable table;
+  try {
+    table = read_model_table(model_table_path(params.model, context.config_dir));
+  } catch (const ConfigError& e) {
+    gradients.fail("model", params.model,
+                   fmt::format("\"vgg16\", \"lstm_an4\", \"bert_base\" or a valid layer table file ({})", e.what()));
+  }
+  if (context.n > 0xFFFFFFFFull)
+    gradients.fail("model", params.model, "workload.n below 2^32 (sparse indices are 32-bit)");
+  return std::make_unique<CalibratedSource>(table, std::move(params), context.seed, context.n);
+}
+
+}  // namespace sparsim

@@ -1,0 +1,326 @@
+#include "sim/gradients/replay_source.hpp"
+
+#include "sim/gradients/npy.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+
+namespace sparsim {
+namespace {
+
+std::string in_quotes(const std::string& text) { return "\"" + text + "\""; }
+
+// Throws unless every value is finite, naming the first bad one by its position in `shape`.
+void check_finite(std::span<const float> values, const std::vector<std::size_t>& shape, const std::string& origin)
+{
+  for (std::size_t flat = 0; flat < values.size(); ++flat) {
+    if (std::isfinite(values[flat]))
+      continue;
+    std::vector<std::size_t> position(shape.size());
+    std::size_t rest = flat;
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      position[d] = rest % shape[d];
+      rest /= shape[d];
+    }
+    throw NpyError(origin, fmt::format("the value at {} is {}: replayed gradients must be finite (drop the steps "
+                                       "a loss scaler skipped)",
+                                       npy_shape_text(position), values[flat]));
+  }
+}
+
+// The recording's extent and how simulated (rank, iteration) pairs map onto it.
+struct ReplayMapping {
+  std::string setting; // the config's "file" or "files" value, for messages
+  std::size_t iterations = 1;
+  std::size_t ranks = 1;
+  bool has_iteration_axis = true; // false: the same gradients in every iteration
+  bool loop = true;
+
+  std::size_t recorded_iteration(int iteration) const
+  {
+    const auto it = static_cast<std::size_t>(iteration);
+    if (!has_iteration_axis)
+      return 0;
+    if (loop)
+      return it % iterations;
+    if (it >= iterations)
+      throw std::runtime_error(fmt::format("replayed gradients {}: iteration {} is beyond the {} recorded iterations "
+                                           "and gradients.loop is false",
+                                           setting, iteration, iterations));
+    return it;
+  }
+  // Rank r replays recorded rank r mod R ("error" mode checked at load time that every rank is recorded).
+  std::size_t recorded_rank(RankId rank) const { return static_cast<std::size_t>(rank) % ranks; }
+};
+
+class ReplaySource : public GradientSource {
+public:
+  ReplaySource(ReplayMapping mapping, std::uint64_t n, std::string json_key, std::string rank_mode)
+      : mapping_(std::move(mapping))
+      , n_(n)
+      , json_key_(std::move(json_key))
+      , rank_mode_(std::move(rank_mode))
+  {
+  }
+  std::string name() const override { return "replay"; }
+  nlohmann::json to_json() const override
+  {
+    return {{"source", "replay"}, {json_key_, mapping_.setting}, {"loop", mapping_.loop}, {"ranks", rank_mode_}};
+  }
+  void generate(RankId rank, int iteration, std::span<float> out) const override
+  {
+    if (out.size() != n_)
+      throw std::logic_error(fmt::format("replay source: asked for {} values, the recording holds {}", out.size(), n_));
+    const std::lock_guard lock(mutex_);
+    copy_recorded(mapping_.recorded_iteration(iteration), mapping_.recorded_rank(rank), out);
+  }
+  bool concurrent_generate() const override { return true; }  // serialized by mutex_
+
+protected:
+  // Writes recorded gradient (iteration, rank) into out; called with mutex_ held.
+  virtual void copy_recorded(std::size_t iteration, std::size_t rank, std::span<float> out) const = 0;
+
+  ReplayMapping mapping_;
+  std::uint64_t n_;
+
+private:
+  std::string json_key_; // "file" or "files"
+  std::string rank_mode_;
+  mutable std::mutex mutex_; // guards the subclasses' caches
+};
+
+// "file": one array of shape (I, R, n), (R, n) or (n,), read whole on first use and kept.
+class StackReplay final : public ReplaySource {
+public:
+  StackReplay(ReplayMapping mapping, std::uint64_t n, std::string rank_mode, std::filesystem::path path)
+      : ReplaySource(std::move(mapping), n, "file", std::move(rank_mode))
+      , path_(std::move(path))
+  {
+  }
+
+private:
+  void copy_recorded(std::size_t iteration, std::size_t rank, std::span<float> out) const override
+  {
+    if (!stack_) {
+      NpyArray array = read_npy(path_);
+      if (array.data.size() != mapping_.iterations * mapping_.ranks * n_)
+        throw NpyError(path_.string(), fmt::format("changed since the config was loaded: it now has shape {}",
+                                                   npy_shape_text(array.shape)));
+      check_finite(array.data, array.shape, path_.string());
+      stack_ = std::move(array.data);
+    }
+    const std::size_t begin = (iteration * mapping_.ranks + rank) * n_;
+    std::copy_n(stack_->begin() + static_cast<std::ptrdiff_t>(begin), n_, out.begin());
+  }
+
+  std::filesystem::path path_;
+  mutable std::optional<std::vector<float>> stack_;
+};
+
+// "files": one 1-D file per recorded (iteration, rank), read on demand; the files of the last requested
+// recorded iteration are kept (every rank, and the verifier, ask for the same iteration in turn).
+class FilesReplay final : public ReplaySource {
+public:
+  using PathOf = std::function<std::filesystem::path(std::size_t iteration, std::size_t rank)>;
+  FilesReplay(ReplayMapping mapping, std::uint64_t n, std::string rank_mode, PathOf path_of)
+      : ReplaySource(std::move(mapping), n, "files", std::move(rank_mode))
+      , path_of_(std::move(path_of))
+  {
+  }
+
+private:
+  void copy_recorded(std::size_t iteration, std::size_t rank, std::span<float> out) const override
+  {
+    if (iteration != cached_iteration_) {
+      cached_.assign(mapping_.ranks, {});
+      cached_iteration_ = iteration;
+    }
+    std::vector<float>& values = cached_[rank];
+    if (values.empty()) {
+      const std::filesystem::path path = path_of_(iteration, rank);
+      NpyArray array = read_npy(path);
+      if (array.shape != std::vector<std::size_t>{n_})
+        throw NpyError(path.string(), fmt::format("changed since the config was loaded: it now has shape {}, "
+                                                  "expected ({},)",
+                                                  npy_shape_text(array.shape), n_));
+      check_finite(array.data, array.shape, path.string());
+      values = std::move(array.data);
+    }
+    std::copy(values.begin(), values.end(), out.begin());
+  }
+
+  PathOf path_of_;
+  mutable std::size_t cached_iteration_ = static_cast<std::size_t>(-1);
+  mutable std::vector<std::vector<float>> cached_; // [recorded rank]; empty until read
+};
+
+// How the config names the recording, for messages and the rank check.
+struct ReplaySettings {
+  std::string key;       // "gradients.file" or "gradients.files"
+  std::string ranks_key; // "gradients.ranks"
+  std::string rank_mode; // "wrap" or "error"
+};
+
+// With "ranks": "error", every simulated rank must have its own recorded rank.
+void check_rank_count(const ReplayMapping& mapping, const ReplaySettings& settings, const GradientContext& context)
+{
+  if (settings.rank_mode == "error" && mapping.ranks < static_cast<std::size_t>(context.ranks))
+    throw ConfigError(settings.ranks_key, in_quotes(settings.rank_mode),
+                      fmt::format("\"wrap\", or a recording of at least the config's {} ranks ({} records {})",
+                                  context.ranks, in_quotes(mapping.setting), mapping.ranks));
+}
+
+std::filesystem::path resolve(const std::filesystem::path& config_dir, const std::string& name)
+{
+  const std::filesystem::path path(name);
+  return path.is_absolute() ? path : config_dir / path;
+}
+
+// The header of one recorded file, or a ConfigError at `key` saying why it cannot be used.
+NpyHeader header_or_config_error(const std::filesystem::path& path, const std::string& key, const std::string& value)
+{
+  try {
+    return read_npy_header(path);
+  } catch (const NpyError& e) {
+    throw ConfigError(key, in_quotes(value), fmt::format("a readable .npy file of float gradients ({})", e.what()));
+  }
+}
+
+std::unique_ptr<GradientSource> make_stack_replay(ReplayMapping mapping, const ReplaySettings& settings,
+                                                  const GradientContext& context)
+{
+  const std::string& key = settings.key;
+  const std::filesystem::path path = resolve(context.config_dir, mapping.setting);
+  const NpyHeader header = header_or_config_error(path, key, mapping.setting);
+  const std::vector<std::size_t>& shape = header.shape;
+  const std::string value = fmt::format("{} of shape {}", in_quotes(mapping.setting), npy_shape_text(shape));
+  if (shape.back() != context.n)
+    throw ConfigError(
+        key, value,
+        fmt::format("gradients of workload.n = {} values (the last dimension is {})", context.n, shape.back()));
+  mapping.has_iteration_axis = shape.size() == 3;
+  mapping.iterations = shape.size() == 3 ? shape[0] : 1;
+  mapping.ranks = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+  if (mapping.iterations == 0 || mapping.ranks == 0)
+    throw ConfigError(key, value,
+                      "at least one recorded iteration and rank: shape (iterations, ranks, n), "
+                      "(ranks, n) or (n,)");
+  check_rank_count(mapping, settings, context);
+  return std::make_unique<StackReplay>(std::move(mapping), context.n, settings.rank_mode, path);
+}
+
+// A "files" pattern split at its placeholders; substitutes (iteration, rank) into it.
+class FilePattern {
+public:
+  FilePattern(const std::string& pattern, const std::string& key)
+  {
+    std::size_t pos = 0;
+    while (pos < pattern.size()) {
+      const std::size_t open = pattern.find_first_of("{}", pos);
+      literals_.push_back(pattern.substr(pos, open == std::string::npos ? std::string::npos : open - pos));
+      if (open == std::string::npos)
+        return;
+      const std::size_t close = pattern.find('}', open);
+      const std::string name = close == std::string::npos ? "" : pattern.substr(open + 1, close - open - 1);
+      if (pattern[open] == '}' || (name != "iteration" && name != "rank"))
+        throw ConfigError(key, in_quotes(pattern),
+                          "a path pattern whose only braces are the placeholders {iteration} and {rank}");
+      placeholders_.push_back(name);
+      has_iteration_ = has_iteration_ || name == "iteration";
+      has_rank_ = has_rank_ || name == "rank";
+      pos = close + 1;
+    }
+    literals_.emplace_back();
+  }
+  bool has_iteration() const { return has_iteration_; }
+  bool has_rank() const { return has_rank_; }
+
+  std::string substitute(std::size_t iteration, std::size_t rank) const
+  {
+    std::string out = literals_[0];
+    for (std::size_t i = 0; i < placeholders_.size(); ++i)
+      out += std::to_string(placeholders_[i] == "iteration" ? iteration : rank) + literals_[i + 1];
+    return out;
+  }
+
+private:
+  std::vector<std::string> literals_;     // text around the placeholders: placeholders_.size() + 1 pieces
+  std::vector<std::string> placeholders_; // "iteration" or "rank", in order
+  bool has_iteration_ = false;
+  bool has_rank_ = false;
+};
+
+std::unique_ptr<GradientSource> make_files_replay(ReplayMapping mapping, const ReplaySettings& settings,
+                                                  const GradientContext& context)
+{
+  const std::string& key = settings.key;
+  const FilePattern pattern(mapping.setting, key);
+  const std::filesystem::path dir = context.config_dir;
+  auto path_of = [pattern, dir](std::size_t iteration, std::size_t rank) {
+    return resolve(dir, pattern.substitute(iteration, rank));
+  };
+  // The recording's extent: consecutive files from 0 along each axis; an axis absent from the pattern has one.
+  auto count_along = [](bool in_pattern, auto&& path_at) {
+    std::size_t count = 0;
+    while (std::filesystem::exists(path_at(count))) {
+      ++count;
+      if (!in_pattern)
+        break;
+    }
+    return count;
+  };
+  mapping.has_iteration_axis = pattern.has_iteration();
+  mapping.iterations = count_along(pattern.has_iteration(), [&](std::size_t i) { return path_of(i, 0); });
+  mapping.ranks = count_along(pattern.has_rank(), [&](std::size_t r) { return path_of(0, r); });
+  if (mapping.iterations == 0)
+    throw ConfigError(
+        key, in_quotes(mapping.setting),
+        fmt::format("a pattern matching recorded files: the first one, {}, does not exist", path_of(0, 0).string()));
+  check_rank_count(mapping, settings, context);
+  for (std::size_t it = 0; it < mapping.iterations; ++it)
+    for (std::size_t r = 0; r < mapping.ranks; ++r) {
+      const std::filesystem::path path = path_of(it, r);
+      if (!std::filesystem::exists(path))
+        throw ConfigError(key, in_quotes(mapping.setting),
+                          fmt::format("a file for every recorded iteration and rank ({} iterations and {} ranks "
+                                      "recorded), but {} is missing",
+                                      mapping.iterations, mapping.ranks, path.string()));
+      const NpyHeader header = header_or_config_error(path, key, mapping.setting);
+      if (header.shape != std::vector<std::size_t>{context.n})
+        throw ConfigError(key, in_quotes(mapping.setting),
+                          fmt::format("1-D .npy files of workload.n = {} values, but {} has shape {}", context.n,
+                                      path.string(), npy_shape_text(header.shape)));
+    }
+  return std::make_unique<FilesReplay>(std::move(mapping), context.n, settings.rank_mode, path_of);
+}
+
+} // namespace
+
+std::unique_ptr<GradientSource> make_replay_source(JsonReader& gradients, const GradientContext& context)
+{
+  const bool has_file = gradients.has("file");
+  const bool has_files = gradients.has("files");
+  const std::string file = gradients.get_string("file", "");
+  const std::string files = gradients.get_string("files", "");
+  ReplayMapping mapping;
+  mapping.loop = gradients.get_bool("loop", true);
+  ReplaySettings settings;
+  settings.rank_mode = gradients.get_enum("ranks", {"wrap", "error"}, "wrap");
+  settings.ranks_key = gradients.path_of("ranks");
+  if (has_file == has_files)
+    throw ConfigError(gradients.path(), has_file ? "both \"file\" and \"files\"" : "neither \"file\" nor \"files\"",
+                      "one of \"file\" (an array of shape (iterations, ranks, n)) or \"files\" (a pattern such as "
+                      "\"it{iteration}_rank{rank}.npy\")");
+  settings.key = gradients.path_of(has_file ? "file" : "files");
+  mapping.setting = has_file ? file : files;
+  if (mapping.setting.empty())
+    throw ConfigError(settings.key, "\"\"", "a path");
+  return has_file ? make_stack_replay(std::move(mapping), settings, context)
+                  : make_files_replay(std::move(mapping), settings, context);
+}
+
+} // namespace sparsim

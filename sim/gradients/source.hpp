@@ -1,0 +1,58 @@
+// Gradient sources: what each rank feeds the collective in each iteration.
+//
+// Every source is deterministic in (seed, rank, iteration): the generators are pure functions of those and
+// the index, so any rank's gradient can be regenerated (for verification, or instead of being stored at
+// scale); replayed and trained sources read files or depend on the updates applied so far.
+#pragma once
+
+#include "sim/base/json_reader.hpp"
+#include "sim/data/sparse.hpp"
+#include "sim/base/units.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace sparsim {
+
+class GradientSource {
+public:
+  virtual ~GradientSource() = default;
+  virtual std::string name() const = 0;
+  virtual nlohmann::json to_json() const = 0;
+  // Writes rank `rank`'s gradient of iteration `iteration` into `out` (out.size() = n).
+  virtual void generate(RankId rank, int iteration, std::span<float> out) const = 0;
+  // Whether generate may be called from several threads at once.
+  virtual bool concurrent_generate() const { return false; }
+  // Closed-loop sources (a model being trained) receive each iteration's allreduce result once, after all
+  // ranks finished the iteration and before any rank generates the next gradient: the sum over ranks of
+  // their contributions (sparse U, or the dense sum). Open-loop sources ignore it.
+  virtual void apply_update(int /*iteration*/, const SparseVector& /*sum*/, int /*ranks*/) {}
+  virtual void apply_dense_update(int /*iteration*/, std::span<const float> /*sum*/, int /*ranks*/) {}
+  // The time of one training step (forward + backward of a rank's mini-batch) of the model behind the
+  // gradients, when the source knows one (calibrated: its model table's "compute" object).
+  virtual std::optional<Seconds> forward_backward_time() const { return std::nullopt; }
+  // Lines of training progress for the summary (loss, accuracy); empty for open-loop sources.
+  virtual nlohmann::json training_log() const { return nlohmann::json::array(); }
+};
+
+// What a source may need to know about the experiment.
+struct GradientContext {
+  std::uint64_t seed = 1;
+  std::uint64_t n = 0;  // workload.n
+  int ranks = 1;
+  std::filesystem::path config_dir;  // resolves relative file names (replay files, datasets)
+};
+
+// Reads the config's "gradients" object: {"source": "uniform"} (default), {"source": "integers"}, ...
+std::unique_ptr<GradientSource> parse_gradient_source(JsonReader gradients, const GradientContext& context);
+
+// A 64-bit mix of the four coordinates (splitmix64 finaliser chained), the counter-based RNG behind
+// every source.
+std::uint64_t mix_coordinates(std::uint64_t seed, std::uint64_t rank, std::uint64_t iteration, std::uint64_t index);
+
+}  // namespace sparsim

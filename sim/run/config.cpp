@@ -1,0 +1,135 @@
+#include "sim/run/config.hpp"
+
+#include "algorithms/registry.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+
+namespace sparsim {
+
+nlohmann::json read_json_file(const std::filesystem::path& file)
+{
+  std::ifstream in(file);
+  if (!in)
+    throw ConfigError("(file)", fmt::format("\"{}\"", file.string()), "a readable JSON file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_json_text(text.str(), file.string());
+}
+
+nlohmann::json parse_json_text(std::string_view text, const std::string& origin)
+{
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    // Syntax errors, and numbers out of double's range such as 1e400 (nlohmann's out_of_range).
+    throw ConfigError("(file)", fmt::format("\"{}\"", origin), fmt::format("valid JSON ({})", e.what()));
+  }
+}
+
+ExperimentConfig parse_config(const nlohmann::json& document, const std::filesystem::path& config_dir,
+                              std::shared_ptr<FieldLog> log)
+{
+  JsonReader root(document, "", std::move(log));
+  ExperimentConfig config;
+  config.name = root.get_string("name", "experiment");
+  config.seed = static_cast<std::uint64_t>(root.get_int("seed", 1, 0));
+  config.ranks = static_cast<int>(root.get_int("ranks", std::nullopt, 1, 1 << 20));
+  config.iterations = static_cast<int>(root.get_int("iterations", 1, 1, 1'000'000));
+
+  config.topology = parse_topology(root.object("topology"), config_dir);
+  if (static_cast<std::size_t>(config.ranks) > config.topology->node_count())
+    root.fail("ranks", config.ranks,
+              fmt::format("at most the platform's {} nodes ({})", config.topology->node_count(),
+                          config.topology->describe()));
+  config.placement = parse_placement(root.optional_object("placement"));
+
+  {
+    JsonReader workload = root.object("workload");
+    config.workload.n = static_cast<std::uint64_t>(workload.get_int("n", std::nullopt, 1, 1'000'000'000'000));
+    config.workload.density = workload.get_number("density", 0.01, 0.0, 1.0, true);
+    config.workload.k = static_cast<std::uint64_t>(std::floor(config.workload.density * config.workload.n));
+    config.workload.wire.value_bytes = static_cast<int>(workload.get_int("value_bytes", 4, 1, 8));
+    config.workload.wire.index_bytes = static_cast<int>(workload.get_int("index_bytes", 4, 1, 8));
+    config.workload.data = workload.get_enum("data", {"real", "phantom"}, "real");
+    workload.finish();
+  }
+
+  JsonReader algorithm = root.object("algorithm");
+  const std::string algorithm_path = algorithm.path();
+  config.algorithm = parse_algorithm(std::move(algorithm));
+  for (const auto& entry : algorithm_registry())
+    if (entry.name == config.algorithm->name())
+      config.algorithm_kind = entry.kind;
+  if (config.workload.data == "phantom" && config.algorithm_kind != "dense")
+    throw ConfigError("workload.data", "\"phantom\"", "\"real\": sparse algorithms select from real values");
+
+  config.gradients = parse_gradient_source(root.optional_object("gradients"),
+                                           GradientContext{config.seed, config.workload.n, config.ranks, config_dir});
+  // Selection settings are read (and checked) for every algorithm, so that one sweep can mix dense and sparse
+  // algorithms; dense algorithms select nothing and ignore them.
+  const auto* sparse = dynamic_cast<const SparseAllreduce*>(config.algorithm.get());
+  config.selection = parse_selection(root.optional_object("selection"),
+                                     sparse && sparse->reuses_local_threshold() ? "threshold_reuse" : "exact");
+  config.compute = parse_compute(root.optional_object("compute"));
+  if (config.compute.training == "model") {
+    const auto step = config.gradients->forward_backward_time();
+    if (!step)
+      throw ConfigError("compute.training", "\"model\"",
+                        "a gradient source whose model table gives a training step (gradients.source \"calibrated\" "
+                        "with a model file that has a \"compute\" object), or \"fixed\" with compute.forward_backward");
+    config.compute.forward_backward = *step;
+  }
+
+  {
+    JsonReader network = root.optional_object("network");
+    config.network.model = network.get_enum("model", {"CM02", "LV08", "SMPI", "Constant"}, "CM02");
+    config.network.crosstraffic = network.get_bool("crosstraffic", false);
+    network.finish();
+  }
+  {
+    JsonReader simulation = root.optional_object("simulation");
+    config.verify = simulation.get_bool("verify", config.workload.data == "real");
+    if (config.verify && config.workload.data == "phantom")
+      simulation.fail("verify", true, "false: phantom data has no values to verify");
+    simulation.finish();
+  }
+  root.finish();
+  return config;
+}
+
+ExperimentConfig load_config(const std::filesystem::path& file, std::shared_ptr<FieldLog> log,
+                             std::optional<std::filesystem::path> relative_to)
+{
+  return parse_config(read_json_file(file), relative_to.value_or(file.parent_path()), std::move(log));
+}
+
+nlohmann::json ExperimentConfig::resolved() const
+{
+  nlohmann::json algorithm_json = algorithm->params();
+  algorithm_json["name"] = algorithm->name();
+  return {
+      {"name", name},
+      {"seed", seed},
+      {"ranks", ranks},
+      {"iterations", iterations},
+      {"topology", topology->to_json()},
+      {"placement", {{"type", placement.type}, {"seed", placement.seed}}},
+      {"workload",
+       {{"n", workload.n},
+        {"density", workload.density},
+        {"value_bytes", workload.wire.value_bytes},
+        {"index_bytes", workload.wire.index_bytes},
+        {"data", workload.data}}},
+      {"algorithm", algorithm_json},
+      {"gradients", gradients->to_json()},
+      {"selection", algorithm_kind == "sparse" ? selection.to_json() : nlohmann::json(nullptr)},
+      {"compute", compute.to_json()},
+      {"network", {{"model", network.model}, {"crosstraffic", network.crosstraffic}}},
+      {"simulation", {{"verify", verify}}},
+  };
+}
+
+}  // namespace sparsim

@@ -1,0 +1,68 @@
+// An experiment config: the JSON a user writes, validated into typed settings before anything runs.
+// Every field, its unit, default and meaning is listed in docs/config.md (a test keeps the two in sync).
+#pragma once
+
+#include "algorithms/algorithm.hpp"
+#include "sim/gradients/source.hpp"
+#include "sim/base/json_reader.hpp"
+#include "sim/run/selection.hpp"
+#include "sim/data/wire.hpp"
+#include "topologies/topology.hpp"
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sparsim {
+
+// SimGrid network model settings. CM02 without cross traffic makes a lone message cost exactly
+// latency + size / bandwidth and shares contended links max-min fairly (see docs/config.md).
+struct NetworkOptions {
+  std::string model = "CM02";
+  bool crosstraffic = false;
+};
+
+struct Workload {
+  std::uint64_t n = 0;        // gradient length in elements
+  double density = 0.01;      // sparse algorithms select k = floor(density * n) per rank
+  std::uint64_t k = 0;
+  WireFormat wire;
+  std::string data = "real";  // "real" values or "phantom" (lengths only; dense algorithms)
+};
+
+struct ExperimentConfig {
+  std::string name;
+  std::uint64_t seed = 1;
+  int ranks = 1;
+  int iterations = 1;
+  std::unique_ptr<Topology> topology;
+  Placement placement;
+  std::unique_ptr<Algorithm> algorithm;
+  std::string algorithm_kind;  // "dense" or "sparse"
+  Workload workload;
+  std::unique_ptr<GradientSource> gradients;
+  SelectionConfig selection;  // sparse algorithms
+  ComputeModel compute;       // how selection is charged in simulated time
+  NetworkOptions network;
+  bool verify = true;
+
+  // The config with every default filled in, as written into result manifests.
+  nlohmann::json resolved() const;
+};
+
+// Parses a config document. `config_dir` resolves relative file references (platform files).
+// Every path read is added to `log` when given (used by the docs test).
+ExperimentConfig parse_config(const nlohmann::json& document, const std::filesystem::path& config_dir,
+                              std::shared_ptr<FieldLog> log = nullptr);
+// Reads and parses a config file; unreadable files and malformed JSON are ConfigErrors too. Relative paths
+// inside resolve against `relative_to`, by default the file's folder.
+ExperimentConfig load_config(const std::filesystem::path& file, std::shared_ptr<FieldLog> log = nullptr,
+                             std::optional<std::filesystem::path> relative_to = std::nullopt);
+nlohmann::json read_json_file(const std::filesystem::path& file);
+// Parses JSON text; malformed JSON is a ConfigError naming `origin` (the file it came from).
+nlohmann::json parse_json_text(std::string_view text, const std::string& origin);
+
+}  // namespace sparsim

@@ -1,0 +1,337 @@
+#include "sim/run/gradient_stats.hpp"
+
+#include "sim/data/topk.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+#include <stdexcept>
+
+namespace sparsim {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double mean_pairwise_jaccard(const std::vector<SparseVector>& selections)
+{
+  double sum = 0;
+  std::size_t pairs = 0;
+  for (std::size_t r = 0; r < selections.size(); ++r)
+    for (std::size_t s = r + 1; s < selections.size(); ++s, ++pairs)
+      sum += jaccard(selections[r].indices, selections[s].indices);
+  return pairs ? sum / static_cast<double>(pairs) : kNaN;
+}
+
+// |now n before| / |now|, mean over ranks; NaN without a previous iteration.
+double mean_overlap(const std::vector<SparseVector>& now, const std::vector<SparseVector>& before)
+{
+  if (before.empty())
+    return kNaN;
+  double sum = 0;
+  for (std::size_t r = 0; r < now.size(); ++r)
+    sum += now[r].empty() ? 0.0
+                          : static_cast<double>(intersection_size(now[r].indices, before[r].indices)) /
+                                static_cast<double>(now[r].size());
+  return sum / static_cast<double>(now.size());
+}
+
+std::size_t count_in_range(const SparseVector& selection, std::uint64_t begin, std::uint64_t end)
+{
+  const auto first = std::lower_bound(selection.indices.begin(), selection.indices.end(), begin);
+  const auto last = std::lower_bound(selection.indices.begin(), selection.indices.end(), end);
+  return static_cast<std::size_t>(last - first);
+}
+
+// The smallest magnitude in a top-k selection: the exact k-th largest |acc|.
+double smallest_magnitude(const SparseVector& selection)
+{
+  double smallest = std::numeric_limits<double>::infinity();
+  for (float v : selection.values)
+    smallest = std::min(smallest, static_cast<double>(std::fabs(v)));
+  return smallest;
+}
+
+// Gaussiank's estimate: fit a zero-mean normal to acc (its root mean square) and count the entries above the
+// quantile that a normal would exceed k times out of n.
+double gaussian_fit_ratio(std::span<const float> acc, std::uint64_t k)
+{
+  double square_sum = 0;
+  for (float v : acc)
+    square_sum += static_cast<double>(v) * v;
+  const double sigma = std::sqrt(square_sum / static_cast<double>(acc.size()));
+  const double threshold = sigma * normal_two_sided_quantile(static_cast<double>(k) / static_cast<double>(acc.size()));
+  return static_cast<double>(count_above(acc, static_cast<float>(threshold))) / static_cast<double>(k);
+}
+
+void zero_selected(std::span<float> acc, const SparseVector& selection)
+{
+  for (Index i : selection.indices)
+    acc[i] = 0.0f;
+}
+
+}  // namespace
+
+std::size_t intersection_size(std::span<const Index> a, std::span<const Index> b)
+{
+  std::size_t common = 0;
+  for (std::size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+    if (a[i] < b[j]) {
+      ++i;
+    } else if (b[j] < a[i]) {
+      ++j;
+    } else {
+      ++common;
+      ++i;
+      ++j;
+    }
+  }
+  return common;
+}
+
+double jaccard(std::span<const Index> a, std::span<const Index> b)
+{
+  const std::size_t common = intersection_size(a, b);
+  const std::size_t all = a.size() + b.size() - common;
+  return all == 0 ? 1.0 : static_cast<double>(common) / static_cast<double>(all);
+}
+
+std::size_t union_size(const std::vector<SparseVector>& selections)
+{
+  std::vector<Index> all;
+  for (const auto& s : selections)
+    all.insert(all.end(), s.indices.begin(), s.indices.end());
+  std::sort(all.begin(), all.end());
+  return static_cast<std::size_t>(std::unique(all.begin(), all.end()) - all.begin());
+}
+
+double region_imbalance(const std::vector<SparseVector>& selections, std::uint64_t n, int regions)
+{
+  std::vector<std::size_t> counts(static_cast<std::size_t>(regions), 0);
+  std::size_t total = 0;
+  for (const auto& s : selections)
+    for (int j = 0; j < regions; ++j) {
+      const std::size_t c = count_in_range(s, j * n / regions, (j + 1) * n / regions);
+      counts[static_cast<std::size_t>(j)] += c;
+      total += c;
+    }
+  if (total == 0)
+    return kNaN;
+  const double mean = static_cast<double>(total) / regions;
+  return static_cast<double>(*std::max_element(counts.begin(), counts.end())) / mean;
+}
+
+double kurtosis(std::span<const float> x)
+{
+  if (x.empty())
+    return kNaN;
+  double sum = 0;
+  for (float v : x)
+    sum += v;
+  const double mean = sum / static_cast<double>(x.size());
+  double m2 = 0, m4 = 0;
+  for (float v : x) {
+    const double d = v - mean;
+    const double d2 = d * d;
+    m2 += d2;
+    m4 += d2 * d2;
+  }
+  m2 /= static_cast<double>(x.size());
+  m4 /= static_cast<double>(x.size());
+  return m2 > 0 ? m4 / (m2 * m2) : kNaN;
+}
+
+double median(std::vector<double> values)
+{
+  std::erase_if(values, [](double v) { return std::isnan(v); });
+  if (values.empty())
+    return kNaN;
+  std::sort(values.begin(), values.end());
+  const std::size_t half = values.size() / 2;
+  return values.size() % 2 ? values[half] : (values[half - 1] + values[half]) / 2;
+}
+
+double normal_two_sided_quantile(double p)
+{
+  if (!(p > 0 && p <= 1))
+    throw std::invalid_argument("normal_two_sided_quantile: p must be in (0, 1]");
+  // P(|Z| > z) = erfc(z / sqrt 2) decreases in z; bisect on [0, 40] to double precision.
+  double low = 0, high = 40;
+  for (int step = 0; step < 200 && high - low > 1e-15 * high; ++step) {
+    const double mid = (low + high) / 2;
+    (std::erfc(mid / std::sqrt(2.0)) > p ? low : high) = mid;
+  }
+  return (low + high) / 2;
+}
+
+GradientStats measure_gradient_stats(const GradientSource& source, const GradientStatsOptions& options)
+{
+  const int P = options.ranks;
+  const std::uint64_t n = options.n;
+  const std::uint64_t k = options.k;
+  if (P < 1 || n == 0 || k == 0 || k > n || options.iterations < 1 || options.warmup < 0)
+    throw std::invalid_argument("measure_gradient_stats: needs ranks >= 1, 0 < k <= n, iterations >= 1");
+
+  GradientStats stats;
+  stats.options = options;
+  std::vector<float> gradient(n);
+  std::vector<std::vector<float>> residual(P, std::vector<float>(n, 0.0f));
+  std::vector<std::vector<float>> reuse_residual(P, std::vector<float>(n, 0.0f));
+  std::vector<LocalSelector> selectors(P, LocalSelector(options.reuse));
+  std::vector<SparseVector> selected(P), raw_selected(P), previous, raw_previous;
+  std::vector<double> previous_threshold(P, kNaN);
+  std::vector<double> reuse_ratios;
+  std::size_t selected_total = 0, selected_output = 0, raw_total = 0, raw_output = 0;
+
+  const int last = options.warmup + options.iterations;
+  for (int t = 0; t < last; ++t) {
+    const bool measured = t >= options.warmup;
+    const bool raw_needed = t + 1 >= options.warmup;  // the raw selection of the iteration before the first one
+    IterationStats it;
+    it.iteration = t;
+    double drift_sum = 0;
+    int drift_count = 0;
+    for (int r = 0; r < P; ++r) {
+      source.generate(r, t, gradient);
+      if (measured)
+        it.raw_kurtosis += kurtosis(gradient) / P;
+      if (raw_needed)
+        raw_selected[r] = select_topk(gradient, k);
+
+      // Error feedback with the exact top-k.
+      std::vector<float>& acc = residual[r];
+      for (std::uint64_t i = 0; i < n; ++i)
+        acc[i] += gradient[i];
+      selected[r] = select_topk(acc, k);
+      const double threshold = smallest_magnitude(selected[r]);
+      if (measured) {
+        it.acc_kurtosis += kurtosis(acc) / P;
+        it.gaussian_fit_ratio += gaussian_fit_ratio(acc, k) / P;
+        if (!std::isnan(previous_threshold[r]) && previous_threshold[r] > 0) {
+          drift_sum += std::fabs(threshold / previous_threshold[r] - 1);
+          ++drift_count;
+        }
+      }
+      previous_threshold[r] = threshold;
+      zero_selected(acc, selected[r]);
+
+      // Error feedback with Ok-Topk's threshold reuse.
+      std::vector<float>& reuse_acc = reuse_residual[r];
+      for (std::uint64_t i = 0; i < n; ++i)
+        reuse_acc[i] += gradient[i];
+      SelectionTraffic traffic;  // memory traffic: not a statistic of the gradients
+      const SparseVector reused = selectors[r].select(reuse_acc, k, t, traffic);
+      zero_selected(reuse_acc, reused);
+      if (measured) {
+        const double ratio = static_cast<double>(reused.size()) / static_cast<double>(k);
+        reuse_ratios.push_back(ratio);
+        it.reuse_mean_ratio += ratio / P;
+        it.reuse_max_ratio = std::max(it.reuse_max_ratio, ratio);
+      }
+    }
+
+    if (measured) {
+      it.jaccard = mean_pairwise_jaccard(selected);
+      it.union_ratio = static_cast<double>(union_size(selected)) / (static_cast<double>(P) * k);
+      it.overlap_previous = mean_overlap(selected, previous);
+      it.region_imbalance = region_imbalance(selected, n, P);
+      it.threshold_drift = drift_count ? drift_sum / drift_count : kNaN;
+      it.raw_jaccard = mean_pairwise_jaccard(raw_selected);
+      it.raw_overlap_previous = mean_overlap(raw_selected, raw_previous);
+      for (int r = 0; r < P; ++r) {
+        selected_total += selected[r].size();
+        raw_total += raw_selected[r].size();
+        selected_output += count_in_range(selected[r], options.output_begin, options.output_end);
+        raw_output += count_in_range(raw_selected[r], options.output_begin, options.output_end);
+      }
+      stats.iterations.push_back(it);
+    }
+    previous = selected;
+    if (raw_needed)
+      raw_previous = raw_selected;
+  }
+
+  auto median_of = [&](double IterationStats::*field) {
+    std::vector<double> values;
+    for (const auto& it : stats.iterations)
+      values.push_back(it.*field);
+    stats.median.*field = median(values);
+  };
+  for (auto field :
+       {&IterationStats::jaccard, &IterationStats::union_ratio, &IterationStats::overlap_previous,
+        &IterationStats::region_imbalance, &IterationStats::acc_kurtosis, &IterationStats::threshold_drift,
+        &IterationStats::gaussian_fit_ratio, &IterationStats::raw_kurtosis, &IterationStats::raw_jaccard,
+        &IterationStats::raw_overlap_previous, &IterationStats::reuse_mean_ratio, &IterationStats::reuse_max_ratio})
+    median_of(field);
+  stats.median.iteration = -1;
+  stats.reuse_median_ratio = median(reuse_ratios);
+  stats.reuse_max_ratio = reuse_ratios.empty() ? kNaN : *std::max_element(reuse_ratios.begin(), reuse_ratios.end());
+  const double output_share =
+      static_cast<double>(options.output_end - std::min(options.output_begin, options.output_end)) /
+      static_cast<double>(n);
+  stats.output_share_ratio =
+      output_share > 0 ? static_cast<double>(selected_output) / selected_total / output_share : kNaN;
+  stats.raw_output_share_ratio = output_share > 0 ? static_cast<double>(raw_output) / raw_total / output_share : kNaN;
+  return stats;
+}
+
+nlohmann::json GradientStats::to_json() const
+{
+  auto number = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
+  return {{"ranks", options.ranks},
+          {"n", options.n},
+          {"k", options.k},
+          {"iterations", options.iterations},
+          {"warmup", options.warmup},
+          {"error_feedback",
+           {{"jaccard", number(median.jaccard)},
+            {"union_ratio", number(median.union_ratio)},
+            {"overlap_previous", number(median.overlap_previous)},
+            {"region_imbalance", number(median.region_imbalance)},
+            {"acc_kurtosis", number(median.acc_kurtosis)},
+            {"threshold_drift", number(median.threshold_drift)},
+            {"gaussian_fit_ratio", number(median.gaussian_fit_ratio)},
+            {"output_share_ratio", number(output_share_ratio)}}},
+          {"raw",
+           {{"kurtosis", number(median.raw_kurtosis)},
+            {"jaccard", number(median.raw_jaccard)},
+            {"overlap_previous", number(median.raw_overlap_previous)},
+            {"output_share_ratio", number(raw_output_share_ratio)}}},
+          {"threshold_reuse",
+           {{"rules", options.reuse.rules.preset},
+            {"reevaluate_every", options.reuse.reevaluate_every},
+            {"median_ratio", number(reuse_median_ratio)},
+            {"max_ratio", number(reuse_max_ratio)}}}};
+}
+
+std::string format_gradient_stats(const GradientStats& stats)
+{
+  const GradientStatsOptions& o = stats.options;
+  const IterationStats& m = stats.median;
+  std::string text = fmt::format("P = {}, n = {}, k = {}; medians over {} iteration(s) after {} of warm-up\n", o.ranks,
+                                 o.n, o.k, o.iterations, o.warmup);
+  auto line = [&](const char* name, double value, const char* real) {
+    text += fmt::format("  {:<52} {:>9.4g}   real: {}\n", name, value, real);
+  };
+  text += "error feedback, exact top-k:\n";
+  line("Jaccard of two ranks' selections", m.jaccard, "0.01-0.04");
+  line("union of the P selections / (P k)", m.union_ratio, "0.75-0.94");
+  line("selection kept from the previous iteration", m.overlap_previous, "about 0.03");
+  line("busiest of P equal regions / mean", m.region_imbalance, "1.4-2.2");
+  line("output layer's share of selections / its share of n", stats.output_share_ratio, "15-27");
+  line("kurtosis of acc", m.acc_kurtosis, "close to a normal's 3");
+  line("Gaussian-fit threshold: selected / k", m.gaussian_fit_ratio, "0.05-0.6");
+  line("exact threshold change per iteration", m.threshold_drift, "0.02-0.06");
+  text += "raw gradients (no error feedback), exact top-k:\n";
+  line("kurtosis", m.raw_kurtosis, "80-450");
+  line("Jaccard of two ranks' selections", m.raw_jaccard, "0.1-0.2");
+  line("selection kept from the previous iteration", m.raw_overlap_previous, "0.25-0.35");
+  line("output layer's share of selections / its share of n", stats.raw_output_share_ratio, "-");
+  text += fmt::format("error feedback, threshold reuse (rules \"{}\", exact every {} iterations):\n",
+                      o.reuse.rules.preset, o.reuse.reevaluate_every);
+  line("selected m / k, median over ranks and iterations", stats.reuse_median_ratio, "about 0.55");
+  line("selected m / k, maximum", stats.reuse_max_ratio, "about 1.6");
+  return text;
+}
+
+}  // namespace sparsim

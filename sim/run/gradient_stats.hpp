@@ -1,0 +1,87 @@
+// Statistics of a gradient source under top-k sparsification with error feedback, measured offline (no
+// network, no SimGrid): the figures of algorithms.md's "What real gradients look like", so that a synthetic
+// source can be compared with real gradients (docs/gradients.md).
+//
+// Per iteration t and rank r, with residual_r = 0 at the start:
+//   acc_r = residual_r + grad_r(t);  S_r = exact top-k of acc_r;  residual_r = acc_r with S_r zeroed.
+// A second loop runs the same recurrence with Ok-Topk's threshold reuse (LocalSelector) instead of the exact
+// top-k, for the selected counts m. A third set of figures uses the raw gradients' exact top-k (no error
+// feedback). `warmup` iterations run the loops before anything is measured (the residuals start at zero,
+// far from their steady state).
+#pragma once
+
+#include "sim/gradients/source.hpp"
+#include "sim/run/selection.hpp"
+#include "sim/data/sparse.hpp"
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace sparsim {
+
+struct GradientStatsOptions {
+  int ranks = 8;
+  std::uint64_t n = 0;
+  std::uint64_t k = 0;
+  int iterations = 20;  // measured iterations
+  int warmup = 0;      // iterations run before measuring
+  SelectionConfig reuse{"threshold_reuse", 32, threshold_rules("vgg")};
+  // The output layer's index range [output_begin, output_end); empty: its share is not measured.
+  std::uint64_t output_begin = 0;
+  std::uint64_t output_end = 0;
+};
+
+// The figures of one measured iteration. Undefined values (e.g. overlap with a previous iteration in the
+// very first one) are NaN.
+struct IterationStats {
+  int iteration = 0;
+  // Error feedback, exact top-k.
+  double jaccard = 0;            // |S_r n S_s| / |S_r u S_s|, mean over rank pairs r < s
+  double union_ratio = 0;        // |union of S_r| / (P k)
+  double overlap_previous = 0;   // |S_r(t) n S_r(t-1)| / |S_r(t)|, mean over ranks
+  double region_imbalance = 0;   // selections (all ranks) in the busiest of P equal index regions / mean
+  double acc_kurtosis = 0;       // kurtosis of acc_r, mean over ranks
+  double threshold_drift = 0;    // |th_r(t) / th_r(t-1) - 1| for the exact k-th largest |acc_r|, mean over ranks
+  double gaussian_fit_ratio = 0;  // count of |acc| above a normal fit's threshold for k / k, mean over ranks
+  // Raw gradients (no error feedback).
+  double raw_kurtosis = 0;
+  double raw_jaccard = 0;
+  double raw_overlap_previous = 0;
+  // Threshold reuse with error feedback: m_r / k, mean and max over ranks.
+  double reuse_mean_ratio = 0;
+  double reuse_max_ratio = 0;
+};
+
+struct GradientStats {
+  GradientStatsOptions options;
+  std::vector<IterationStats> iterations;
+  IterationStats median;         // median over the measured iterations of every figure (NaNs skipped)
+  double reuse_median_ratio = 0;  // median of m_r / k over all measured (rank, iteration) pairs
+  double reuse_max_ratio = 0;    // maximum of m_r / k over them
+  double output_share_ratio = 0;  // output layer's share of all S_r / its share of n (error feedback)
+  double raw_output_share_ratio = 0;
+  nlohmann::json to_json() const;
+};
+
+GradientStats measure_gradient_stats(const GradientSource& source, const GradientStatsOptions& options);
+// The figures as text, one per line, each next to the range measured on real gradients (algorithms.md).
+std::string format_gradient_stats(const GradientStats& stats);
+
+// Building blocks (index lists sorted ascending, without duplicates).
+std::size_t intersection_size(std::span<const Index> a, std::span<const Index> b);
+double jaccard(std::span<const Index> a, std::span<const Index> b);  // 1 when both are empty
+std::size_t union_size(const std::vector<SparseVector>& selections);
+// Sum of all selections' entries in the busiest of `regions` equal index regions [floor(j n / R),
+// floor((j+1) n / R)) over the mean count per region.
+double region_imbalance(const std::vector<SparseVector>& selections, std::uint64_t n, int regions);
+// Pearson kurtosis m4 / m2^2 about the mean (3 for a normal distribution); NaN for a constant sample.
+double kurtosis(std::span<const float> x);
+// Median of the non-NaN values (mean of the two middle ones for an even count); NaN when there are none.
+double median(std::vector<double> values);
+// The z with P(|Z| > z) = p for a standard normal Z (0 < p <= 1).
+double normal_two_sided_quantile(double p);
+
+}  // namespace sparsim

@@ -1,0 +1,78 @@
+#include "sim/run/memory.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+#include <unistd.h>
+
+namespace sparsim {
+
+MemoryEstimate estimate_memory(const ExperimentConfig& config)
+{
+  const double P = config.ranks;
+  const double n = static_cast<double>(config.workload.n);
+  const double k = static_cast<double>(config.workload.k);
+  const double element = config.workload.wire.index_bytes + config.workload.wire.value_bytes;
+  MemoryEstimate estimate;
+  auto add = [&](const char* what, double bytes) {
+    estimate.bytes += bytes;
+    estimate.breakdown += fmt::format("{}{} {}", estimate.breakdown.empty() ? "" : " + ", what, format_bytes(bytes));
+  };
+  double arrays = 0;  // the residuals and dense vectors: arrays of known size, no margin needed
+  if (config.algorithm_kind == "sparse") {
+    if (config.selection.residual == "dense") {
+      arrays = P * n * 4;
+      add("residuals (P*n floats)", arrays);
+    }
+    add("gradient buffer", n * 4);
+    // Every rank's selection lives through the iteration (shrunk to its size); slices travel as views of it
+    // and U is shared.
+    add("selections (P*k pairs)", P * k * element);
+    // Reduced regions and the shared U: each at most the union of the selections.
+    add("reduced regions and U", 2 * std::min(P * k, n) * element);
+    // Allgathers leave every rank a pointer to every rank's part (P^2 shared pointers of 16 bytes), and the
+    // last step of Bruck's allgather has half of them in flight (with their owners): 32 bytes per P^2 in all.
+    add("gathered parts (32 P^2 bytes)", P * P * 32);
+    const std::string name = config.algorithm ? config.algorithm->name() : "";
+    // Split and reduce-scatter phases: a slice object and two pointers per (rank, region), up to all at once.
+    if (name == "oktopk" || (name.starts_with("sparcml_") && name.ends_with("_split_allgather")))
+      add("region slices (96 P^2 bytes)", P * P * 96);
+    // Recursive doubling: one sum per group of ranks and round (shared by the group); the groups of a round
+    // hold P k pairs at most between them, and a round's sums live until the next round's are taken.
+    if (name == "sparcml_ssar_recursive_double")
+      add("group sums (2 P k pairs)", 2 * P * k * element);
+  } else if (config.workload.data == "real") {
+    // Each rank's vector plus the blocks in flight (up to a whole vector per rank in recursive doubling).
+    arrays = 2 * P * n * 4;
+    add("vectors (2*P*n floats)", arrays);
+  }
+  if (config.verify)
+    add("verification (2 n doubles)", 2 * n * 8);
+  // Heap the allocator keeps, actors, SimGrid's own state: Ok-Topk at P = 1024, n = 2^24, 1% peaked at 1.99 GiB
+  // against 1.97 GiB for the terms above (docs/scale.md); the margin keeps the estimate on the safe side.
+  add("margin (15% of all but the arrays)", 0.15 * (estimate.bytes - arrays));
+  return estimate;
+}
+
+double physical_memory_bytes()
+{
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+void check_memory(const ExperimentConfig& config)
+{
+  const MemoryEstimate estimate = estimate_memory(config);
+  const double available = 0.9 * physical_memory_bytes();
+  if (estimate.bytes > available)
+    throw ConfigError("ranks", std::to_string(config.ranks),
+                      fmt::format("a run that fits in memory: it needs about {} ({}), more than 90% of this "
+                                  "machine's {}{}",
+                                  format_bytes(estimate.bytes), estimate.breakdown,
+                                  format_bytes(physical_memory_bytes()),
+                                  config.algorithm_kind == "sparse" && config.selection.residual == "dense"
+                                      ? "; selection.residual \"none\" keeps no residual (docs/scale.md)"
+                                      : ""));
+}
+
+}  // namespace sparsim

@@ -1,0 +1,29 @@
+// Memory a run will need, estimated before it starts, so that a run that cannot fit is refused with the
+// estimate in the message instead of dying out of memory half-way.
+//
+// What dominates (docs/ARCHITECTURE.md, "Known limits"): sparse runs keep a dense residual of n floats per
+// rank plus one shared gradient buffer; dense runs with real data keep n floats per rank plus the blocks in
+// flight; verification keeps two n-long double vectors; selections are O(P k), messages are views of them,
+// gathered results are shared and every rank keeps P pointers after an allgather (O(P^2)).
+#pragma once
+
+#include "sim/run/config.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace sparsim {
+
+struct MemoryEstimate {
+  double bytes = 0;
+  std::string breakdown;  // "residuals 15.0GiB + selections 0.4GiB + ..."
+};
+MemoryEstimate estimate_memory(const ExperimentConfig& config);
+
+// Physical memory of this machine in bytes.
+double physical_memory_bytes();
+
+// Throws ConfigError (at "ranks") when the estimate exceeds 90% of physical memory.
+void check_memory(const ExperimentConfig& config);
+
+}  // namespace sparsim

@@ -1,0 +1,129 @@
+#include "sim/run/selection.hpp"
+
+#include "sim/data/topk.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sparsim {
+
+ThresholdRules threshold_rules(const std::string& preset)
+{
+  // Windows and factors of the reference implementation (algorithms.md, step 2).
+  if (preset == "lstm")
+    return {"lstm", 3.0 / 4, 5.0 / 4, 1.012, 0, 1, 0};
+  if (preset == "bert")
+    return {"bert", 4.0 / 5, 5.0 / 4, 1.025, 0, 1, 0};
+  return {"vgg", 2.0 / 3, 5.0 / 4, 1.012, 4.0 / 3, 1.03, 5};
+}
+
+nlohmann::json SelectionConfig::to_json() const
+{
+  return {{"policy", policy},
+          {"reevaluate_every", reevaluate_every},
+          {"rules", rules.preset},
+          {"warmup_iterations", warmup_iterations},
+          {"residual", residual}};
+}
+
+SelectionConfig parse_selection(JsonReader selection, const std::string& default_policy)
+{
+  SelectionConfig config;
+  config.policy = selection.get_enum("policy", {"exact", "threshold_reuse"}, default_policy);
+  config.reevaluate_every = static_cast<int>(selection.get_int("reevaluate_every", 32, 1, 1'000'000));
+  config.warmup_iterations = static_cast<int>(selection.get_int("warmup_iterations", 0, 0, 1'000'000));
+  config.rules = threshold_rules(selection.get_enum("rules", {"vgg", "lstm", "bert"}, "vgg"));
+  config.residual = selection.get_enum("residual", {"dense", "none"}, "dense");
+  selection.finish();
+  return config;
+}
+
+Seconds ComputeModel::staging_copy_time(std::uint64_t n) const
+{
+  return staging == "pcie" ? 4.0 * static_cast<double>(n) / pcie_bandwidth : 0.0;
+}
+
+nlohmann::json ComputeModel::to_json() const
+{
+  return {{"training", training},
+          {"forward_backward_s", forward_backward},
+          {"selection", selection},
+          {"memory_bandwidth_Bps", memory_bandwidth},
+          {"measured_scale", measured_scale},
+          {"staging", staging},
+          {"pcie_bandwidth_Bps", pcie_bandwidth},
+          {"reduction", reduction},
+          {"reduction_bandwidth_Bps", reduction_bandwidth},
+          {"deterministic", selection != "measured"}};
+}
+
+ComputeModel parse_compute(JsonReader compute)
+{
+  ComputeModel model;
+  model.training = compute.get_enum("training", {"none", "model", "fixed"}, "none");
+  if (model.training == "fixed") {
+    model.forward_backward = compute.get_duration("forward_backward");
+    if (model.forward_backward <= 0)
+      compute.fail("forward_backward", model.forward_backward, "a positive duration");
+  } else if (compute.has("forward_backward")) {
+    compute.fail("forward_backward", compute.raw("forward_backward"),
+                 "no forward_backward unless compute.training is \"fixed\" (\"model\" takes it from the model table)");
+  }
+  model.selection = compute.get_enum("selection", {"free", "memory_bandwidth", "measured"}, "memory_bandwidth");
+  model.memory_bandwidth = compute.get_bandwidth("memory_bandwidth", "732GBps");
+  model.measured_scale = compute.get_number("measured_scale", 1.0, 0.0, 1e6, true);
+  model.staging = compute.get_enum("staging", {"none", "pcie"}, "none");
+  model.pcie_bandwidth = compute.get_bandwidth("pcie_bandwidth", "12GBps");
+  model.reduction = compute.get_enum("reduction", {"free", "memory_bandwidth"}, "free");
+  model.reduction_bandwidth =
+      compute.has("reduction_bandwidth") ? compute.get_bandwidth("reduction_bandwidth") : model.memory_bandwidth;
+  if (model.reduction == "free" && compute.has("reduction_bandwidth"))
+    compute.fail("reduction_bandwidth", compute.raw("reduction_bandwidth"),
+                 "no reduction_bandwidth unless compute.reduction is \"memory_bandwidth\"");
+  compute.finish();
+  return model;
+}
+
+SparseVector LocalSelector::select(std::span<const float> acc, std::uint64_t k, int iteration,
+                                   SelectionTraffic& traffic)
+{
+  const std::uint64_t pass = 4 * static_cast<std::uint64_t>(acc.size());
+  const bool exact = config_.policy == "exact" || !have_threshold_ || iteration % config_.reevaluate_every == 0;
+  if (exact) {
+    // The exact top-k; its smallest magnitude is the k-th largest, the threshold reused afterwards.
+    SparseVector selection = select_topk(acc, k);
+    threshold_ = 0.0;
+    if (!selection.empty()) {
+      threshold_ = std::fabs(selection.values[0]);
+      for (float v : selection.values)
+        threshold_ = std::min(threshold_, static_cast<double>(std::fabs(v)));
+    }
+    have_threshold_ = !selection.empty();
+    used_threshold_ = threshold_;
+    traffic.bytes_read += pass;
+    traffic.bytes_written += 8 * selection.size();
+    return selection;
+  }
+
+  // Threshold reuse: optionally raise the threshold while far too many entries pass it.
+  const ThresholdRules& rules = config_.rules;
+  for (int raised = 0; raised < rules.raise_max; ++raised) {
+    traffic.bytes_read += pass;
+    if (static_cast<double>(count_above(acc, static_cast<float>(threshold_))) <= rules.raise_above * k)
+      break;
+    threshold_ *= rules.raise_factor;
+  }
+  used_threshold_ = threshold_;
+  SparseVector selection = select_above(acc, static_cast<float>(threshold_));
+  traffic.bytes_read += pass;
+  traffic.bytes_written += 8 * selection.size();
+  // Correct the threshold for the next iteration when the count left the window around k.
+  const double m = static_cast<double>(selection.size());
+  if (m < rules.low * k)
+    threshold_ /= rules.factor;
+  else if (m > rules.high * k)
+    threshold_ *= rules.factor;
+  return selection;
+}
+
+}  // namespace sparsim

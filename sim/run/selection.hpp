@@ -1,0 +1,109 @@
+// Local selection in the rank loop: which entries of its accumulated gradient a rank contributes.
+//
+// Two policies (algorithms.md, "Ok-Topk, one iteration", step 2):
+// - "exact": the exact top-k by magnitude every iteration (TopkA, gTopk, SparCML).
+// - "threshold_reuse": Ok-Topk's. Every `reevaluate_every` iterations (tau') the threshold is the exact k-th
+//   largest |acc| and the selection is the exact top-k; in between the last threshold is reused, selecting
+//   |acc| > threshold (strict), so the count m drifts around k. The reference implementation corrects the
+//   threshold multiplicatively: before selecting, VGG raises it by `raise_factor` (at most `raise_max` times)
+//   while m > raise_above * k; after selecting, if m left the window (low*k, high*k) the threshold is scaled
+//   by `factor` for the next iteration (down when m was too small, up when too large).
+#pragma once
+
+#include "sim/base/json_reader.hpp"
+#include "sim/data/sparse.hpp"
+#include "sim/base/units.hpp"
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+
+namespace sparsim {
+
+// Threshold correction rules of the reference implementation, per model (algorithms.md).
+struct ThresholdRules {
+  std::string preset;      // "vgg", "lstm", "bert"
+  double low = 0;          // window (low*k, high*k) for the selected count m
+  double high = 0;
+  double factor = 1;       // scale applied for the next iteration when m leaves the window
+  double raise_above = 0;  // before selecting: raise while m > raise_above * k ...
+  double raise_factor = 1; // ... by this factor ...
+  int raise_max = 0;       // ... at most this many times (0: never)
+};
+ThresholdRules threshold_rules(const std::string& preset);
+
+struct SelectionConfig {
+  std::string policy = "exact";  // "exact" or "threshold_reuse"
+  int reevaluate_every = 32;     // tau'
+  ThresholdRules rules = threshold_rules("vgg");
+  int warmup_iterations = 0;     // dense iterations before sparsification (counted in the iterations)
+  // What a rank keeps between iterations for error feedback (docs/scale.md):
+  // - "dense": the exact residual, n floats per rank;
+  // - "none": nothing; each iteration selects from the fresh gradient (acc = gradient). Exact for the first
+  //   sparse iteration (the residual is zero after the dense warm-up), an approximation afterwards. For
+  //   runs at scale, where P*n floats do not fit.
+  std::string residual = "dense";
+  nlohmann::json to_json() const;
+};
+// Reads the config's "selection" object; `default_policy` comes from the algorithm.
+SelectionConfig parse_selection(JsonReader selection, const std::string& default_policy);
+
+// What a selection cost in memory traffic, for the compute model: the streaming passes over acc (4 bytes per
+// entry each) and the (index, value) pairs written (8 bytes each).
+struct SelectionTraffic {
+  std::uint64_t bytes_read = 0;
+  std::uint64_t bytes_written = 0;
+};
+
+// What a rank's iteration costs outside the network, in simulated time (config "compute"):
+// - training: the forward and backward pass that produce the gradient, charged at the start of every
+//   iteration (dense warm-up ones too) as phase "compute": "none" (not at all), "model" (the training step
+//   time of the gradient source's model table, configs/models/), or "fixed" (`forward_backward`);
+// - selection (sparse iterations, phase "selection"): "free"; "memory_bandwidth": the kernel's memory
+//   traffic over a device's memory bandwidth (default: an NVIDIA P100's 732 GB/s HBM2, the Piz Daint GPU,
+//   NVIDIA P100 datasheet), i.e. a memory-bound kernel at full speed; "measured": this host's measured kernel
+//   time times `measured_scale` (not deterministic: results vary from run to run; manifests say so);
+// - staging (phase "staging"): "none", or "pcie": the dense gradient (4 bytes per entry) copied from the
+//   device to the host before the collective and the dense result back after it, each over
+//   `pcie_bandwidth`, as the reference implementation did (its collectives work on host arrays);
+// - reduction (phase "reduction"): the work a rank does on received data (sums, merges, re-selections,
+//   Communicator::charge_reduction): "free", or "memory_bandwidth": the bytes it reads and writes over
+//   `reduction_bandwidth` (default: `memory_bandwidth`, the device; a host's bandwidth models host-side merges).
+struct ComputeModel {
+  std::string training = "none";
+  Seconds forward_backward = 0;  // charged per iteration (resolved from the model table for "model")
+  std::string selection = "memory_bandwidth";
+  BytesPerSecond memory_bandwidth = 732e9;
+  double measured_scale = 1.0;
+  std::string staging = "none";
+  BytesPerSecond pcie_bandwidth = 12e9;
+  std::string reduction = "free";
+  BytesPerSecond reduction_bandwidth = 732e9;
+  // The rate Communicator::charge_reduction charges at: 0 for "free".
+  BytesPerSecond charged_reduction_bandwidth() const { return reduction == "free" ? 0 : reduction_bandwidth; }
+  // One copy of an n-entry fp32 vector between device and host ("pcie" staging), else 0.
+  Seconds staging_copy_time(std::uint64_t n) const;
+  nlohmann::json to_json() const;
+};
+// Reads the config's "compute" object; `training = "model"` leaves `forward_backward` to the caller, which
+// knows the gradient source.
+ComputeModel parse_compute(JsonReader compute);
+
+// One rank's selector; keeps the reused threshold between iterations.
+class LocalSelector {
+public:
+  explicit LocalSelector(SelectionConfig config) : config_(std::move(config)) {}
+
+  // Selects from `acc` for `iteration`; sorted by index. `traffic` receives the memory traffic it modelled.
+  SparseVector select(std::span<const float> acc, std::uint64_t k, int iteration, SelectionTraffic& traffic);
+  double threshold() const { return used_threshold_; }  // the threshold of the last selection
+
+private:
+  SelectionConfig config_;
+  double threshold_ = 0;       // the threshold the next reuse starts from
+  double used_threshold_ = 0;
+  bool have_threshold_ = false;
+};
+
+}  // namespace sparsim
