@@ -7,6 +7,8 @@
 #include "sim/run/driver.hpp"
 #include "sim/comm/communicator.hpp"
 #include "sim/data/sparse.hpp"
+#include "sim/network/simgrid/engine.hpp"
+#include "sim/network/simgrid/transport.hpp"
 
 #include <simgrid/s4u.hpp>
 
@@ -72,7 +74,8 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
   }
   zone->seal();
 
-  World world(hosts, wire);
+  SimGridTransport transport(hosts);
+  World world(transport, P, wire);
   world.set_reduction_bandwidth(reduction_bandwidth);
   SparseRun run;
   int finished = 0;
@@ -107,10 +110,10 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
     throw std::runtime_error("deadlock: " + std::to_string(P - finished) + " ranks never finished");
   // Results computed once (Communicator::computed_once) must have been taken by every rank: an entry left over
   // means ranks asked with different payloads and each computed its own.
-  if (world.shared_results_pending() != 0)
-    throw std::runtime_error(std::to_string(world.shared_results_pending()) + " shared results not taken by every rank");
-  run.phase_names = world.phase_names();
-  run.shared_results_computed = world.shared_results_computed();
+  if (world.shared_results().pending() != 0)
+    throw std::runtime_error(std::to_string(world.shared_results().pending()) + " shared results not taken by every rank");
+  run.phase_names = world.phases().names();
+  run.shared_results_computed = world.shared_results().computed();
   return run;
 }
 

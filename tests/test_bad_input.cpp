@@ -113,6 +113,21 @@ TEST(BadInput, WrongTypes)
                         "a duration with a unit");
 }
 
+// SimGrid's "Constant" network model has no links, and every platform is made of links: `validate` used to
+// accept it and the run then aborted (exit 134). It is a config error now, for both commands.
+TEST(BadInput, NetworkModelWithoutLinks)
+{
+  expect_config_refused([](auto& c) { c["network"] = {{"model", "Constant"}}; }, "network.model", "\"Constant\"",
+                        "one of \"CM02\", \"LV08\"");
+  nlohmann::json config = good_config();
+  config["network"] = {{"model", "Constant"}};
+  const auto dir = scratch_dir("constant-model-run");
+  std::ofstream(dir / "config.json") << config.dump(2);
+  const CliResult r = run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() + " --quiet");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "out" / "manifest.json"));
+}
+
 TEST(BadInput, UnknownKeysInNestedObjects)
 {
   expect_config_refused([](auto& c) { c["workload"]["nn"] = 5; }, "workload.nn", "5", "no such field");

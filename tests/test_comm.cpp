@@ -1,6 +1,7 @@
 // The communicator on a hand-built two-link star: matching by (source, tag), timing of one-sided
 // transfers, payload types and per-phase accounting.
 #include "sim/comm/communicator.hpp"
+#include "sim/network/simgrid/transport.hpp"
 
 #include <simgrid/s4u.hpp>
 
@@ -54,7 +55,8 @@ std::shared_ptr<const DenseBlock> block_of(std::vector<float> values)
 TEST(Communicator, MatchesBySourceAndTagNotArrivalOrder)
 {
   Simulation sim(3);
-  World world(sim.hosts, WireFormat{});
+  SimGridTransport transport(sim.hosts);
+  World world(transport, static_cast<int>(sim.hosts.size()), WireFormat{});
   std::vector<float> got_tag2, got_tag1, got_from2;
   sg4::Actor::create("r0", sim.hosts[0], [&] {
     Communicator comm(world, 0);
@@ -82,7 +84,8 @@ TEST(Communicator, MatchesBySourceAndTagNotArrivalOrder)
 TEST(Communicator, SameSourceAndTagArriveInPostingOrder)
 {
   Simulation sim(2);
-  World world(sim.hosts, WireFormat{});
+  SimGridTransport transport(sim.hosts);
+  World world(transport, static_cast<int>(sim.hosts.size()), WireFormat{});
   std::vector<float> order;
   sg4::Actor::create("r0", sim.hosts[0], [&] {
     Communicator comm(world, 0);
@@ -103,7 +106,8 @@ TEST(Communicator, SameSourceAndTagArriveInPostingOrder)
 TEST(Communicator, TransferTimeIsAlphaPlusSizeOverBandwidth)
 {
   Simulation sim(2);
-  World world(sim.hosts, WireFormat{});
+  SimGridTransport transport(sim.hosts);
+  World world(transport, static_cast<int>(sim.hosts.size()), WireFormat{});
   double received_at = -1, sent_at = -1;
   const std::size_t elements = 250000;  // 1 MB of fp32
   sg4::Actor::create("r0", sim.hosts[0], [&] {
@@ -128,7 +132,8 @@ TEST(Communicator, TransferTimeIsAlphaPlusSizeOverBandwidth)
 TEST(Communicator, TransferStartsWhenBothSidesHavePosted)
 {
   Simulation sim(2);
-  World world(sim.hosts, WireFormat{});
+  SimGridTransport transport(sim.hosts);
+  World world(transport, static_cast<int>(sim.hosts.size()), WireFormat{});
   double send_done = -1, recv_done = -1;
   const std::size_t elements = 2500;  // 10 kB
   sg4::Actor::create("r0", sim.hosts[0], [&] {
@@ -151,7 +156,8 @@ TEST(Communicator, TransferStartsWhenBothSidesHavePosted)
 TEST(Communicator, WrongPayloadTypeIsAnError)
 {
   Simulation sim(2);
-  World world(sim.hosts, WireFormat{});
+  SimGridTransport transport(sim.hosts);
+  World world(transport, static_cast<int>(sim.hosts.size()), WireFormat{});
   bool threw = false;
   sg4::Actor::create("r0", sim.hosts[0], [&] {
     Communicator comm(world, 0);
@@ -174,7 +180,8 @@ TEST(Communicator, CountsMessagesBytesAndTimePerPhase)
   Simulation sim(2);
   WireFormat wire;
   wire.value_bytes = 2;  // bf16 values: the size follows the wire format
-  World world(sim.hosts, wire);
+  SimGridTransport transport(sim.hosts);
+  World world(transport, static_cast<int>(sim.hosts.size()), wire);
   std::vector<PhaseStats> stats0, stats1;
   PhaseId first = 0, second = 0;
   sg4::Actor::create("r0", sim.hosts[0], [&] {
@@ -201,8 +208,8 @@ TEST(Communicator, CountsMessagesBytesAndTimePerPhase)
     stats1 = world.take_stats(1);
   });
   sim.engine->run();
-  first = world.intern_phase("first");
-  second = world.intern_phase("second");
+  first = world.phases().intern("first");
+  second = world.phases().intern("second");
   EXPECT_EQ(stats0[first].msgs_sent, 2u);
   EXPECT_EQ(stats0[first].bytes_sent, 2020u);
   EXPECT_EQ(stats0[second].bytes_sent, 12u);  // metadata: 4-byte integers
@@ -222,7 +229,8 @@ TEST(Communicator, ComputedOnceIsSharedByAllRanksAndDroppedAfterTheLast)
 {
   constexpr int P = 3;
   Simulation sim(P);
-  World world(sim.hosts, WireFormat{});
+  SimGridTransport transport(sim.hosts);
+  World world(transport, static_cast<int>(sim.hosts.size()), WireFormat{});
   const auto a = block_of({1.0f});
   const auto b = block_of({2.0f});
   int computations = 0;
@@ -269,7 +277,7 @@ TEST(Communicator, ComputedOnceIsSharedByAllRanksAndDroppedAfterTheLast)
   for (int r = 0; r < P; ++r)
     EXPECT_EQ(other_computation[r]->values, std::vector<float>{-1.0f}) << "rank " << r;
   EXPECT_EQ(temporary_alive, (std::vector<bool>{true, true, false}));
-  EXPECT_EQ(world.shared_results_computed(), 5u);
-  EXPECT_EQ(world.shared_results_taken(), 5u * P);
-  EXPECT_EQ(world.shared_results_pending(), 0u);
+  EXPECT_EQ(world.shared_results().computed(), 5u);
+  EXPECT_EQ(world.shared_results().taken(), 5u * P);
+  EXPECT_EQ(world.shared_results().pending(), 0u);
 }

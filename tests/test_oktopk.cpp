@@ -5,6 +5,7 @@
 //   algorithm reports it used (the correction rule that produced it is tested through the run's drift).
 #include "algorithms/oktopk.hpp"
 #include "sim/run/driver.hpp"
+#include "sim/run/selection_stage.hpp"
 #include "sparse_harness.hpp"
 
 #include <algorithm>

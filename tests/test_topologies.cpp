@@ -1,5 +1,6 @@
 // Topologies: exact alpha-beta times on the star, graph view == SimGrid routes, config errors, placement,
 // the presets. Tests that build a platform create SimGrid's engine, so ctest runs each TEST in its own process.
+#include "sim/network/simgrid/zone.hpp"
 #include "topologies/network_graph.hpp"
 #include "topologies/topology.hpp"
 
@@ -41,6 +42,24 @@ std::unique_ptr<Topology> load(const json& spec, const std::filesystem::path& co
   return sparsim::parse_topology(JsonReader(spec, "topology"), config_dir);
 }
 
+// Builds a topology's SimGrid platform and keeps the topology alive: the zone routes with it.
+std::vector<simgrid::s4u::Host*> build(std::unique_ptr<Topology> topology)
+{
+  static std::vector<std::unique_ptr<Topology>> kept;
+  auto hosts = sparsim::build_platform(*topology);
+  kept.push_back(std::move(topology));
+  return hosts;
+}
+
+// Node i for rank i.
+std::vector<std::size_t> first_nodes(std::size_t ranks)
+{
+  std::vector<std::size_t> nodes(ranks);
+  for (std::size_t i = 0; i < ranks; ++i)
+    nodes[i] = i;
+  return nodes;
+}
+
 json star_spec(int nodes)
 {
   return {{"type", "star"}, {"nodes", nodes}, {"bandwidth", "10GBps"}, {"latency", "1us"}};
@@ -70,11 +89,13 @@ json small_fat_tree_spec()
           {"per_level", {{{"latency", "500ns"}}, json::object(), {{"bandwidth", "200Gbps"}}}}};
 }
 
-// Checks that SimGrid's route between each pair is a path of graph links from a to b, with hop_count() links
-// and the graph's latency. A node's route to itself is SimGrid's __loopback__ link, which the graph leaves out.
-void expect_routes_match(const NetworkGraph& graph, const std::vector<simgrid::s4u::Host*>& hosts,
+// Checks that SimGrid's route between each pair is exactly Topology::route's (the same links in the same
+// order and directions), a path of graph links from a to b with hop_count() links and the graph's latency.
+// A node's route to itself is SimGrid's __loopback__ link, which the graph leaves out.
+void expect_routes_match(const Topology& topology, const std::vector<simgrid::s4u::Host*>& hosts,
                          const std::vector<std::pair<std::size_t, std::size_t>>& pairs)
 {
+  const NetworkGraph graph = topology.graph();
   std::map<std::string, std::size_t> by_name;
   for (std::size_t i = 0; i < graph.edge_count(); ++i)
     by_name[graph.link(i).name] = i;
@@ -88,6 +109,15 @@ void expect_routes_match(const NetworkGraph& graph, const std::vector<simgrid::s
       EXPECT_EQ(graph.hop_count(a, b), 0);
       continue;
     }
+    sparsim::HopList hops;
+    topology.route(a, b, hops);
+    std::vector<std::string> expected;
+    for (const sparsim::Hop& hop : hops)
+      expected.push_back(graph.link(hop.link).name + (hop.up ? "_UP" : "_DOWN"));
+    std::vector<std::string> simulated;
+    for (const auto* link : links)
+      simulated.push_back(link->get_name());
+    EXPECT_EQ(simulated, expected) << "route " << a << " -> " << b;
     std::size_t at = a;
     double graph_latency = 0;
     for (const auto* link : links) {
@@ -136,17 +166,13 @@ ConfigError config_error(const json& spec, const std::filesystem::path& config_d
   return ConfigError("", "", "");
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start)
-{
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 // --- Star: exact alpha-beta times -------------------------------------------------------------------------
 
 TEST(TopologyStar, LoneMessageTakesTwoLatenciesPlusSizeOverBandwidth)
 {
   engine();
-  const auto hosts = load(star_spec(4))->build();
+  const auto hosts = build(load(star_spec(4)));
   const double sizes[] = {0, 1e6, 123456789};
   std::vector<double> times;
   simgrid::s4u::Actor::create("sender", hosts[0], [&] {
@@ -167,7 +193,7 @@ TEST(TopologyStar, LoneMessageTakesTwoLatenciesPlusSizeOverBandwidth)
 TEST(TopologyStar, SendAndReceiveOnOneNodeDoNotShareBandwidth)
 {
   engine();
-  const auto hosts = load(star_spec(3))->build();
+  const auto hosts = build(load(star_spec(3)));
   const double size = 1e8;
   double duplex_a = 0, duplex_b = 0, incast_a = 0, incast_b = 0;
   simgrid::s4u::Actor::create("sender", hosts[0], [&] {
@@ -199,8 +225,7 @@ TEST(TopologyStar, SendAndReceiveOnOneNodeDoNotShareBandwidth)
 TEST(TopologyStar, RouteSummaryIsUniform)
 {
   engine();
-  const auto hosts = load(star_spec(8))->build();
-  const auto summary = sparsim::summarize_routes(hosts);
+  const auto summary = sparsim::summarize_routes(*load(star_spec(8)), first_nodes(8));
   EXPECT_DOUBLE_EQ(summary.latency_min, 2e-6);
   EXPECT_DOUBLE_EQ(summary.latency_max, 2e-6);
   EXPECT_DOUBLE_EQ(summary.bandwidth_min, 10e9);
@@ -214,21 +239,21 @@ TEST(TopologyStar, GraphHopCountsMatchSimGridRoutes)
 {
   engine();
   const auto topology = load(star_spec(6));
-  const auto hosts = topology->build();
+  const auto hosts = sparsim::build_platform(*topology);
   const NetworkGraph graph = topology->graph();
   EXPECT_EQ(graph.vertex_count(), 7u);
   EXPECT_EQ(graph.edge_count(), 6u);
-  expect_routes_match(graph, hosts, all_pairs(6));
+  expect_routes_match(*topology, hosts, all_pairs(6));
 }
 
 TEST(TopologyFatTree, GraphHopCountsMatchSimGridRoutes)
 {
   engine();
   const auto topology = load(small_fat_tree_spec());
-  const auto hosts = topology->build();
+  const auto hosts = sparsim::build_platform(*topology);
   const NetworkGraph graph = topology->graph();
   ASSERT_EQ(hosts.size(), 24u);
-  expect_routes_match(graph, hosts, all_pairs(24));
+  expect_routes_match(*topology, hosts, all_pairs(24));
   // Nodes in different top-level subtrees climb to level 3 and back: 6 links.
   EXPECT_EQ(graph.hop_count(0, 23), 6);
   EXPECT_EQ(graph.hop_count(0, 1), 2);
@@ -238,26 +263,26 @@ TEST(TopologyDragonfly, GraphHopCountsMatchSimGridRoutes)
 {
   engine();
   const auto topology = load(small_dragonfly_spec());
-  const auto hosts = topology->build();
+  const auto hosts = sparsim::build_platform(*topology);
   const NetworkGraph graph = topology->graph();
   ASSERT_EQ(hosts.size(), 90u);
-  expect_routes_match(graph, hosts, all_pairs(90));
+  expect_routes_match(*topology, hosts, all_pairs(90));
 }
 
 TEST(TopologyPizDaint, GraphHopCountsMatchSimGridRoutes)
 {
   engine();
   const auto topology = load({{"file", "platforms/piz_daint.json"}});
-  const auto hosts = topology->build();
-  expect_routes_match(topology->graph(), hosts, sampled_pairs(hosts.size(), 400));
+  const auto hosts = sparsim::build_platform(*topology);
+  expect_routes_match(*topology, hosts, sampled_pairs(hosts.size(), 400));
 }
 
 TEST(TopologyFatTree, PresetGraphHopCountsMatchSimGridRoutes)
 {
   engine();
   const auto topology = load({{"file", "platforms/fat_tree_4096.json"}});
-  const auto hosts = topology->build();
-  expect_routes_match(topology->graph(), hosts, sampled_pairs(hosts.size(), 400));
+  const auto hosts = sparsim::build_platform(*topology);
+  expect_routes_match(*topology, hosts, sampled_pairs(hosts.size(), 400));
 }
 
 // --- Sizes and per-level figures --------------------------------------------------------------------------
@@ -438,7 +463,8 @@ TEST(TopologyPizDaint, PresetHas4096NodesAndADotWithGlobalLinks)
 TEST(TopologyPizDaint, LatenciesSpanSameRouterToAcrossGroups)
 {
   engine();
-  const auto hosts = load({{"file", "platforms/piz_daint.json"}})->build();
+  const auto topology = load({{"file", "platforms/piz_daint.json"}});
+  const auto hosts = sparsim::build_platform(*topology);
   auto latency = [&](std::size_t a, std::size_t b) {
     std::vector<simgrid::s4u::Link*> links;
     double seconds = 0;
@@ -451,7 +477,7 @@ TEST(TopologyPizDaint, LatenciesSpanSameRouterToAcrossGroups)
   EXPECT_NEAR(latency(0, 68), 1.55e-6, 1e-15);  // next chassis, other slot
   EXPECT_NEAR(latency(0, 384), 1.7e-6, 1e-15);   // next group, both nodes on the routers of one global link
   EXPECT_NEAR(latency(44, 1648), 2.2e-6, 1e-15);  // across groups, two intra-group hops on both sides
-  const auto summary = sparsim::summarize_routes(hosts);
+  const auto summary = sparsim::summarize_routes(*topology, first_nodes(hosts.size()));
   EXPECT_NEAR(summary.latency_min, 1.3e-6, 1e-15);
   EXPECT_GE(summary.latency_max, 2.0e-6);
   EXPECT_LE(summary.latency_max, 2.2e-6 + 1e-15);
@@ -459,30 +485,66 @@ TEST(TopologyPizDaint, LatenciesSpanSameRouterToAcrossGroups)
   EXPECT_LE(summary.hops_max, 7);
 }
 
-TEST(TopologyPizDaint, BuildAndRouteSummaryAt4096RanksTakeSeconds)
+// The route summary of 4096 randomly placed ranks, computed from the topology's routes, equals the one
+// SimGrid's routes give over the same pairs ((0, j) and (i, i+1), as summarize_routes visits them at this P).
+TEST(TopologyPizDaint, RouteSummaryOfRandomPlacementEqualsSimGridRoutes)
 {
   engine();
-  const auto start = std::chrono::steady_clock::now();
   const auto topology = load({{"file", "platforms/piz_daint.json"}});
-  const auto nodes = topology->build();
-  const double build_seconds = seconds_since(start);
-  std::vector<simgrid::s4u::Host*> rank_hosts;
-  for (std::size_t node : sparsim::place_ranks({"random", 1}, 4096, nodes.size()))
-    rank_hosts.push_back(nodes[node]);
-  const auto summary = sparsim::summarize_routes(rank_hosts);
-  const double total_seconds = seconds_since(start);
-  std::cout << "piz_daint: build " << build_seconds << " s, build + place + summarize_routes(4096 ranks) "
-            << total_seconds << " s (" << nodes.size() << " nodes)\n";
+  const auto nodes = sparsim::build_platform(*topology);
+  const std::vector<std::size_t> rank_nodes = sparsim::place_ranks({"random", 1}, 4096, nodes.size());
+  const auto summary = sparsim::summarize_routes(*topology, rank_nodes);
+
+  double latency_min = 1e300, latency_max = 0, bandwidth_min = 1e300, bandwidth_max = 0;
+  std::size_t hops_max = 0;
+  auto visit = [&](std::size_t a, std::size_t b) {
+    std::vector<simgrid::s4u::Link*> links;
+    double latency = 0;
+    nodes[rank_nodes[a]]->route_to(nodes[rank_nodes[b]], links, &latency);
+    double bandwidth = 1e300;
+    for (const auto* link : links)
+      bandwidth = std::min(bandwidth, link->get_bandwidth());
+    latency_min = std::min(latency_min, latency);
+    latency_max = std::max(latency_max, latency);
+    bandwidth_min = std::min(bandwidth_min, bandwidth);
+    bandwidth_max = std::max(bandwidth_max, bandwidth);
+    hops_max = std::max(hops_max, links.size());
+  };
+  for (std::size_t b = 1; b < rank_nodes.size(); ++b)
+    visit(0, b);
+  for (std::size_t a = 1; a + 1 < rank_nodes.size(); ++a)
+    visit(a, a + 1);
   EXPECT_GT(summary.latency_max, summary.latency_min);
-  EXPECT_LT(total_seconds, 30.0);
+  EXPECT_EQ(summary.latency_min, latency_min);
+  EXPECT_EQ(summary.latency_max, latency_max);
+  EXPECT_EQ(summary.bandwidth_min, bandwidth_min);
+  EXPECT_EQ(summary.bandwidth_max, bandwidth_max);
+  EXPECT_EQ(static_cast<std::size_t>(summary.hops_max), hops_max);
+}
+
+// Topology::route equals SimGrid's route_to on sampled pairs of the other presets (one platform per engine).
+TEST(TopologyStar, PresetRoutesEqualSimGridRoutes)
+{
+  engine();
+  const auto topology = load({{"file", "platforms/star_16.json"}});
+  expect_routes_match(*topology, sparsim::build_platform(*topology), all_pairs(16));
+}
+
+TEST(TopologyDragonfly, Aries16kPresetRoutesEqualSimGridRoutes)
+{
+  engine();
+  const auto topology = load({{"file", "platforms/aries_16k.json"}});
+  const auto hosts = sparsim::build_platform(*topology);
+  expect_routes_match(*topology, hosts, sampled_pairs(hosts.size(), 400));
 }
 
 TEST(TopologyFatTree, PresetHas4096Nodes)
 {
   engine();
-  const auto hosts = load({{"file", "platforms/fat_tree_4096.json"}})->build();
+  const auto topology = load({{"file", "platforms/fat_tree_4096.json"}});
+  const auto hosts = sparsim::build_platform(*topology);
   EXPECT_EQ(hosts.size(), 4096u);
-  const auto summary = sparsim::summarize_routes(hosts);
+  const auto summary = sparsim::summarize_routes(*topology, first_nodes(hosts.size()));
   EXPECT_EQ(summary.hops_max, 6);
   EXPECT_DOUBLE_EQ(summary.bandwidth_min, 12.5e9);
 }

@@ -208,12 +208,7 @@ public:
     return graph;
   }
 
-  std::vector<simgrid::s4u::Host*> build() const override
-  {
-    return build_zone("dragonfly", graph(), [shape = shape_](std::size_t src, std::size_t dst, HopList& hops) {
-      shape.route(src, dst, hops);
-    });
-  }
+  void route(std::size_t src, std::size_t dst, HopList& hops) const override { shape_.route(src, dst, hops); }
 
   nlohmann::json to_json() const override
   {

@@ -35,12 +35,11 @@ public:
     return graph;
   }
 
-  std::vector<simgrid::s4u::Host*> build() const override
+  // Node a's link up, node b's link down.
+  void route(std::size_t src, std::size_t dst, HopList& hops) const override
   {
-    return build_zone("star", graph(), [](std::size_t src, std::size_t dst, HopList& hops) {
-      hops.push(src, true);
-      hops.push(dst, false);
-    });
+    hops.push(src, true);
+    hops.push(dst, false);
   }
 
   nlohmann::json to_json() const override

@@ -1,5 +1,6 @@
 // Topology specs (inline or from a platform file), rank placement and contention-free route figures.
 #include "topologies/builder.hpp"
+#include "topologies/network_graph.hpp"
 #include "topologies/topology.hpp"
 
 #include <algorithm>
@@ -8,8 +9,6 @@
 #include <limits>
 #include <numeric>
 #include <random>
-#include <simgrid/s4u/Host.hpp>
-#include <simgrid/s4u/Link.hpp>
 #include <stdexcept>
 
 namespace sparsim {
@@ -105,22 +104,32 @@ std::vector<std::size_t> place_ranks(const Placement& placement, int ranks, std:
   return nodes;
 }
 
-RouteSummary summarize_routes(const std::vector<simgrid::s4u::Host*>& rank_hosts)
+void HopList::push(std::size_t link, bool up)
 {
+  if (size_ == kCapacity)
+    throw std::logic_error(fmt::format("HopList: a route longer than {} links", kCapacity));
+  hops_[size_++] = Hop{link, up};
+}
+
+RouteSummary summarize_routes(const Topology& topology, const std::vector<std::size_t>& rank_nodes)
+{
+  const NetworkGraph graph = topology.graph();
   RouteSummary summary;
-  const std::size_t ranks = rank_hosts.size();
+  const std::size_t ranks = rank_nodes.size();
   bool first = true;
-  std::vector<simgrid::s4u::Link*> links;
   auto visit = [&](std::size_t a, std::size_t b) {
-    links.clear();
-    double latency = 0;
-    rank_hosts[a]->route_to(rank_hosts[b], links, &latency);
+    HopList hops;
+    topology.route(rank_nodes[a], rank_nodes[b], hops);
+    Seconds latency = 0;
     BytesPerSecond bandwidth = std::numeric_limits<BytesPerSecond>::infinity();
-    for (const auto* link : links)
-      bandwidth = std::min(bandwidth, link->get_bandwidth());
-    const int hops = static_cast<int>(links.size());
+    for (const Hop& hop : hops) {
+      const NetworkGraph::Link& link = graph.link(hop.link);
+      latency += link.latency;
+      bandwidth = std::min(bandwidth, link.bandwidth);
+    }
+    const int hop_count = static_cast<int>(hops.size());
     if (first) {
-      summary = {latency, latency, bandwidth, bandwidth, hops};
+      summary = {latency, latency, bandwidth, bandwidth, hop_count};
       first = false;
       return;
     }
@@ -128,7 +137,7 @@ RouteSummary summarize_routes(const std::vector<simgrid::s4u::Host*>& rank_hosts
     summary.latency_max = std::max(summary.latency_max, latency);
     summary.bandwidth_min = std::min(summary.bandwidth_min, bandwidth);
     summary.bandwidth_max = std::max(summary.bandwidth_max, bandwidth);
-    summary.hops_max = std::max(summary.hops_max, hops);
+    summary.hops_max = std::max(summary.hops_max, hop_count);
   };
 
   if (ranks <= kAllPairsRanks) {

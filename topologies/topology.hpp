@@ -1,14 +1,22 @@
-// Platform builders: the network a simulation runs on.
+// Topologies: the network a simulation runs on, described once and independent of any network model.
 //
-// A Topology is parsed from the config's "topology" object (or a platform file in configs/platforms/),
-// builds the matching SimGrid NetZone, and offers a Boost.Graph view of the same network for analysis
-// (hop counts, DOT export). The SimGrid zone is what the simulation uses; the graph must describe the
-// same links (a test checks hop counts against SimGrid's own routes).
+// A Topology is parsed from the config's "topology" object (or a platform file in configs/platforms/) and
+// describes its network as a NetworkGraph (compute nodes, routers or switches, links with level, bandwidth
+// and latency; each link is split-duplex: one direction "up" from the link's `from` vertex to its `to`
+// vertex, one "down") plus a route function computed from coordinates (no table per node pair). A network
+// model builds its platform from these two (the SimGrid flow model: sim/network/simgrid/zone.hpp); a test
+// checks that SimGrid's routes are exactly route()'s.
+//
+// LIMITATIONS
+// - Static minimal routing: a node pair always uses the same links.
+// - A message from a node to itself crosses no topology link (SimGrid's "__loopback__" link).
 #pragma once
 
 #include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
 
+#include <array>
+#include <cstddef>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -16,15 +24,30 @@
 #include <string>
 #include <vector>
 
-namespace simgrid::s4u {
-class Host;
-}
-
 namespace sparsim {
 
 class NetworkGraph;  // topologies/network_graph.hpp
 
-// Contention-free figures of the routes between the placed ranks, read from SimGrid's routes.
+// One step of a route: graph link `link`, crossed from link.from to link.to (up) or back (!up).
+struct Hop {
+  std::size_t link = 0;
+  bool up = true;
+};
+// The links of one route, in order; fixed capacity so that routing allocates nothing.
+class HopList {
+public:
+  static constexpr std::size_t kCapacity = 32;
+  void push(std::size_t link, bool up);
+  std::size_t size() const { return size_; }
+  const Hop* begin() const { return hops_.data(); }
+  const Hop* end() const { return hops_.data() + size_; }
+
+private:
+  std::array<Hop, kCapacity> hops_{};
+  std::size_t size_ = 0;
+};
+
+// Contention-free figures of the routes between the placed ranks.
 struct RouteSummary {
   Seconds latency_min = 0;          // smallest end-to-end latency between two distinct ranks
   Seconds latency_max = 0;          // largest end-to-end latency (the alpha that paces a ring)
@@ -38,11 +61,12 @@ public:
   virtual ~Topology() = default;
   virtual std::string type() const = 0;          // "star", "fat_tree", "dragonfly"
   virtual std::size_t node_count() const = 0;    // compute nodes (ranks can be placed on these)
-  // Builds the SimGrid platform. Call once, after the s4u::Engine exists; returns the compute nodes
-  // in topology order (node i of the graph view is hosts[i]).
-  virtual std::vector<simgrid::s4u::Host*> build() const = 0;
-  // The same network as a graph of nodes, routers/switches and links.
+  // The network as a graph of nodes, routers/switches and links (compute node i is graph vertex i).
   virtual NetworkGraph graph() const = 0;
+  // Appends to `hops` the route from compute node `src` to compute node `dst` (src != dst), in order.
+  // Example, the star of star.cpp (link i is node i's link to the crossbar): route(2, 5) is
+  // {link 2 up, link 5 down}, i.e. "node2_crossbar_UP", "node5_crossbar_DOWN" in SimGrid's names.
+  virtual void route(std::size_t src, std::size_t dst, HopList& hops) const = 0;
   // The resolved spec with every default filled in (written into result manifests).
   virtual nlohmann::json to_json() const = 0;
   // One line for summaries: "dragonfly 4 groups x 6 chassis x 16 routers x 4 nodes (1536 nodes)".
@@ -61,8 +85,9 @@ struct Placement {
 Placement parse_placement(JsonReader placement);
 std::vector<std::size_t> place_ranks(const Placement& placement, int ranks, std::size_t node_count);
 
-// Contention-free route figures between placed ranks, from SimGrid's route_to. All pairs for small P,
-// otherwise the pairs (0, j) and (i, i+1), which cover the diameter on the symmetric topologies here.
-RouteSummary summarize_routes(const std::vector<simgrid::s4u::Host*>& rank_hosts);
+// Contention-free route figures between ranks placed on `rank_nodes` (distinct nodes): latency summed over
+// the route's links in order, bandwidth the route's smallest. All pairs for small P, otherwise the pairs
+// (0, j) and (i, i+1), which cover the diameter on the symmetric topologies here.
+RouteSummary summarize_routes(const Topology& topology, const std::vector<std::size_t>& rank_nodes);
 
 }  // namespace sparsim

@@ -4,7 +4,7 @@
 //
 // Usage: sparsim_smpi_setup CONFIG HOSTFILE
 #include "sim/run/config.hpp"
-#include "sim/run/driver.hpp"
+#include "sim/network/simgrid/engine.hpp"
 #include "topologies/network_graph.hpp"
 
 #include <cstdio>

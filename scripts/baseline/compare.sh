@@ -33,10 +33,13 @@ while (($#)); do
     *) [[ -z $rev ]] || die "one REV only"; rev=$1; shift ;;
   esac
 done
-[[ -n $rev || -n $old_bin ]] || usage
+[[ -n $rev || -n $old_bin ]] || usage 2 >&2
 [[ -z $rev || -z $old_bin ]] || die "give REV or --old-binary, not both"
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || die "--jobs takes a whole number >= 1"
 new_bin=${new_bin:-$repo/build/sparsim}
+executable() { [[ -f $1 && -x $1 ]] || die "$2 binary $1 is not an executable file"; }
+executable "$new_bin" "the new"
+[[ -z $old_bin ]] || executable "$old_bin" "the old"
 have_jq=1
 command -v jq > /dev/null || { have_jq=0; echo "compare.sh: jq not found: manifest.json fields are not compared" >&2; }
 
@@ -77,9 +80,6 @@ if [[ -n $rev ]]; then
   old_bin=$(find "$work/rev/build" -name sparsim -type f -perm -u+x -print -quit)
   [[ -n $old_bin ]] || die "no sparsim executable in $work/rev/build"
 fi
-for bin in "$old_bin" "$new_bin"; do
-  [[ -x $bin && -f $bin ]] || die "$bin is not an executable (build it first, or give --new-binary)"
-done
 old_bin=$(realpath "$old_bin")
 new_bin=$(realpath "$new_bin")
 
@@ -143,24 +143,30 @@ elapsed=$((SECONDS - start))
 # links.csv and summary.csv hold simulated quantities only; wall time and peak memory are in manifest.json),
 # so nothing is stripped: the CSVs are compared whole. Should such a column appear, a warning names it.
 host_columns='wall|rss|memory|elapsed|host'
-# From manifest.json only its simulated fields are compared (manifest.sim.json, written here), not the wall
-# times, peak memory, memory estimate, command line, git revision or resolved config (paths differ).
+# Of manifest.json only the simulated fields are compared (extracted into manifest.sim.json): not the wall
+# times, peak memory, memory estimate, command line, git revision or resolved config (its paths differ).
 manifest_fields='{closed_form, routes, simulated_messages, verification, training, iterations_completed,
                   partial, stop_reason}'
 
-# Prints where OLD and NEW first differ: the line, and for a CSV the first differing column.
+# Sets `detail` to where OLD and NEW first differ (empty when they are identical): the line, and the first
+# differing column of a CSV or the text around the first differing character of another file.
 first_difference() {
-  local old=$1 new=$2 file=$3 report line
-  report=$(cmp -- "$old" "$new" 2>&1) && return 0
+  local old=$1 new=$2 file=$3 report line a b i
+  detail=""
+  cmp -s -- "$old" "$new" && return 0
+  report=$(cmp -- "$old" "$new" 2>&1) || true
   if [[ $report == *EOF* ]]; then
-    [[ $report == *"$old"* ]] && echo "$file: old is shorter (${report##*after })" ||
-      echo "$file: new is shorter (${report##*after })"
-    return
+    # "cmp: EOF on FILE after byte B, line L" (or "... which is empty"): one file is the other's beginning.
+    local shorter=new longer=old
+    [[ $report != *"$old"* ]] || { shorter=old longer=new; }
+    detail="$file: $shorter is empty, $longer is not"
+    [[ ! $report =~ line\ ([0-9]+) ]] || detail="$file: $shorter ends after line ${BASH_REMATCH[1]}, $longer goes on"
+    return 0
   fi
-  [[ $report =~ line\ ([0-9]+) ]] || { echo "$file: $report"; return; }
+  [[ $report =~ line\ ([0-9]+) ]] || { detail="$file: $report"; return 0; }
   line=${BASH_REMATCH[1]}
   if [[ $file == *.csv ]]; then
-    awk -F, -v n="$line" -v file="$file" '
+    detail=$(awk -F, -v n="$line" -v file="$file" '
       FNR == 1 && FILENAME == ARGV[1] { for (i = 1; i <= NF; ++i) header[i] = $i }
       FNR == n && FILENAME == ARGV[1] { split($0, a, ","); nextfile }
       FNR == n && FILENAME == ARGV[2] {
@@ -168,34 +174,40 @@ first_difference() {
         while (c <= m && a[c] == b[c]) ++c
         key = ""
         for (i = 1; i < c && i <= 6; ++i) key = key (i > 1 ? "," : "") a[i]
-        printf "%s line %d (%s) column %s: old \"%s\" new \"%s\"\n", file, n, key, header[c], a[c], b[c]
+        printf "%s line %d (%s...) column %s: old \"%s\" new \"%s\"", file, n, key, header[c], a[c], b[c]
         exit
-      }' "$old" "$new"
+      }' "$old" "$new")
   else
-    echo "$file line $line: old \"$(sed -n "${line}p" "$old" | cut -c1-100)\" new \"$(sed -n "${line}p" "$new" | cut -c1-100)\""
+    a=$(sed -n "${line}p" "$old")
+    b=$(sed -n "${line}p" "$new")
+    i=0
+    while ((i < ${#a})) && [[ ${a:i:1} == "${b:i:1}" ]]; do i=$((i + 1)); done
+    i=$((i > 40 ? i - 40 : 0))
+    detail="$file line $line: old \"...${a:i:100}\" new \"...${b:i:100}\""
   fi
 }
 
-# Compares one run's files; prints its line and returns 1 if it differs or failed.
+# Compares one run's files; prints its line and returns 1 if they differ or a run failed.
 compare_run() {
-  local name=$1 side rc file detail=""
+  local name=$1 side rc file header
   shift
   for side in old new; do
-    rc=$(cat "$work/$side/$name.rc")
+    read -r rc < "$work/$side/$name.rc"
     if ((rc != 0)); then
       echo "DIFFERENT  $name: the $side binary failed (exit $rc): $(grep -v '^\s*$' "$work/$side/$name.log" | tail -n 1)"
       return 1
     fi
   done
   for file in "$@"; do
-    local old=$work/old/$name/$file new=$work/new/$name/$file
     for side in old new; do
       [[ -f $work/$side/$name/$file ]] || { echo "DIFFERENT  $name: $file missing from the $side run"; return 1; }
     done
-    if [[ $file == *.csv ]] && head -n 1 "$old" | tr , '\n' | grep -Eiq "$host_columns"; then
-      echo "warning: $name/$file has a column like '$host_columns'; compared as it is" >&2
+    if [[ $file == *.csv ]]; then
+      read -r header < "$work/old/$name/$file"
+      [[ ! ${header,,} =~ $host_columns ]] ||
+        echo "warning: a column of $name/$file looks like wall time or memory ($header); compared as it is" >&2
     fi
-    detail=$(first_difference "$old" "$new" "$file")
+    first_difference "$work/old/$name/$file" "$work/new/$name/$file" "$file"
     [[ -z $detail ]] || { echo "DIFFERENT  $name: $detail"; return 1; }
   done
   echo "identical  $name ($*)"
@@ -208,7 +220,7 @@ for name in "${runs[@]}"; do
   if ((have_jq)); then
     for side in old new; do
       manifest=$work/$side/$name/manifest.json
-      [[ ! -f $manifest ]] || { jq -S "$manifest_fields" "$manifest" > "$work/$side/$name/manifest.sim.json" || :; }
+      [[ ! -f $manifest ]] || jq -S "$manifest_fields" "$manifest" > "$work/$side/$name/manifest.sim.json" || :
     done
     files+=(manifest.sim.json)
   fi
@@ -216,6 +228,6 @@ for name in "${runs[@]}"; do
 done
 if compare_run "$sweep" summary.csv; then identical=$((identical + 1)); else different=$((different + 1)); fi
 
-echo "$identical identical, $different different ($((elapsed / 60)) min $((elapsed % 60)) s)"
+echo "$identical identical, $different different (runs took $((elapsed / 60)) min $((elapsed % 60)) s)"
 [[ -z $keep ]] || echo "outputs kept in $work"
 ((different == 0))

@@ -10,7 +10,6 @@
 #include "sim/cli/sweep.hpp"
 #include "topologies/network_graph.hpp"
 
-#include <simgrid/s4u/Engine.hpp>
 
 #include <charconv>
 #include <cstdio>
@@ -238,8 +237,8 @@ int command_validate(const Arguments& args)
 {
   const sparsim::ExperimentConfig config = sparsim::load_config(args.config);
   sparsim::check_memory(config);
-  sparsim::start_engine(config.network);
-  const auto routes = sparsim::summarize_routes(sparsim::build_rank_hosts(config));
+  const auto routes = sparsim::summarize_routes(
+      *config.topology, sparsim::place_ranks(config.placement, config.ranks, config.topology->node_count()));
   const auto memory = sparsim::estimate_memory(config);
   fmt::print("{}: valid\n  {} on {} ranks, n = {}, {} iteration(s)\n  platform {}\n  routes latency {} .. {}, "
              "bottleneck bandwidth {} .. {}\n  memory   about {} ({})\n",

@@ -3,7 +3,7 @@
 #include "sim/output/links.hpp"
 #include "sim/run/memory.hpp"
 
-#include <simgrid/version.h>
+#include "sim/network/simgrid/engine.hpp"
 
 #include <cstdio>
 #include <fmt/format.h>
@@ -70,7 +70,7 @@ Provenance collect_provenance(const std::string& command_line)
     p.git_revision = "unknown";
   else if (!run_command(git + "status --porcelain --untracked-files=no 2>/dev/null").empty())
     p.git_revision += "-dirty";
-  p.simgrid_version = fmt::format("{}.{}.{}", SIMGRID_VERSION_MAJOR, SIMGRID_VERSION_MINOR, SIMGRID_VERSION_PATCH);
+  p.simgrid_version = simgrid_version();
   p.command_line = command_line;
   return p;
 }

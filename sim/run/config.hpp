@@ -4,6 +4,7 @@
 
 #include "algorithms/algorithm.hpp"
 #include "sim/gradients/source.hpp"
+#include "sim/network/options.hpp"
 #include "sim/base/json_reader.hpp"
 #include "sim/run/selection.hpp"
 #include "sim/data/wire.hpp"
@@ -17,13 +18,6 @@
 #include <string_view>
 
 namespace sparsim {
-
-// SimGrid network model settings. CM02 without cross traffic makes a lone message cost exactly
-// latency + size / bandwidth and shares contended links max-min fairly (see docs/config.md).
-struct NetworkOptions {
-  std::string model = "CM02";
-  bool crosstraffic = false;
-};
 
 struct Workload {
   std::uint64_t n = 0;        // gradient length in elements
@@ -41,13 +35,17 @@ struct ExperimentConfig {
   std::unique_ptr<Topology> topology;
   Placement placement;
   std::unique_ptr<Algorithm> algorithm;
-  std::string algorithm_kind;  // "dense" or "sparse"
   Workload workload;
   std::unique_ptr<GradientSource> gradients;
   SelectionConfig selection;  // sparse algorithms
   ComputeModel compute;       // how selection is charged in simulated time
   NetworkOptions network;
   bool verify = true;
+
+  // The algorithm as a sparse allreduce, or null for a dense one: the one place that asks which it is.
+  const SparseAllreduce* sparse_algorithm() const { return dynamic_cast<const SparseAllreduce*>(algorithm.get()); }
+  bool is_sparse() const { return sparse_algorithm() != nullptr; }
+  const DenseAllreduce& dense_algorithm() const { return dynamic_cast<const DenseAllreduce&>(*algorithm); }
 
   // The config with every default filled in, as written into result manifests.
   nlohmann::json resolved() const;

@@ -1,37 +1,42 @@
 #include "sim/run/link_labels.hpp"
 
-#include <fmt/format.h>
-#include <simgrid/s4u/Engine.hpp>
-#include <simgrid/s4u/Link.hpp>
 #include <stdexcept>
-#include <unordered_map>
 
 namespace sparsim {
 
-std::vector<LinkRow> label_link_loads(const World::LinkLoads& loads, const NetworkGraph& graph)
-{
-  std::unordered_map<std::string, const LinkLoad*> by_name;
-  for (const simgrid::s4u::Link* link : simgrid::s4u::Engine::get_instance()->get_all_links())
-    if (const auto found = loads.find(link->get_impl()); found != loads.end())
-      by_name.emplace(link->get_name(), &found->second);
+std::size_t link_slot_count(const NetworkGraph& graph) { return 2 * graph.edge_count() + 1; }
 
-  std::vector<LinkRow> rows;
-  auto take = [&](const std::string& name, const std::string& level, const char* direction) {
-    const auto found = by_name.find(name);
-    if (found == by_name.end())
+LinkRoute link_route(const Topology& topology, std::vector<std::size_t> rank_nodes, std::size_t link_count)
+{
+  return [&topology, nodes = std::move(rank_nodes), link_count](RankId source, RankId dest,
+                                                                std::vector<std::size_t>& slots) {
+    if (nodes[source] == nodes[dest]) {
+      slots.push_back(2 * link_count);
       return;
-    rows.push_back({name, level, direction, found->second->total, found->second->iteration_max});
-    by_name.erase(found);
+    }
+    HopList hops;
+    topology.route(nodes[source], nodes[dest], hops);
+    for (const Hop& hop : hops)
+      slots.push_back(2 * hop.link + (hop.up ? 0 : 1));
+  };
+}
+
+std::vector<LinkRow> label_link_loads(const std::vector<LinkLoad>& loads, const NetworkGraph& graph)
+{
+  if (loads.size() != link_slot_count(graph))
+    throw std::logic_error("label_link_loads: the loads do not have one slot per direction of the graph's links");
+  std::vector<LinkRow> rows;
+  auto take = [&](std::size_t slot, std::string name, const std::string& level, const char* direction) {
+    const LinkLoad& load = loads[slot];
+    if (load.crossed)
+      rows.push_back({std::move(name), level, direction, load.total, load.iteration_max});
   };
   for (std::size_t i = 0; i < graph.edge_count(); ++i) {
     const NetworkGraph::Link& link = graph.link(i);
-    take(link.name + "_UP", link.level, "up");
-    take(link.name + "_DOWN", link.level, "down");
+    take(2 * i, link.name + "_UP", link.level, "up");
+    take(2 * i + 1, link.name + "_DOWN", link.level, "down");
   }
-  take("__loopback__", "loopback", "");
-  if (!by_name.empty())
-    throw std::logic_error("links.csv: SimGrid link \"" + by_name.begin()->first +
-                           "\" carried bytes but is not in the topology's graph");
+  take(2 * graph.edge_count(), "__loopback__", "loopback", "");
   return rows;
 }
 

@@ -1,22 +1,30 @@
-// The rows of links.csv: the bytes each SimGrid link carried, labelled with the topology's link level and direction.
+// The rows of links.csv: the bytes each direction of each graph link carried, labelled with the link's level.
 //
-// Graph link "X" of a topology is the split-duplex pair of SimGrid links "X_UP" (from the graph link's
-// `from` vertex to its `to` vertex: from a node to its router or switch, from a child switch to its
-// parent) and "X_DOWN" (back); each half is a row of its own, direction "up" or "down". Messages between
-// two ranks on one node cross SimGrid's "__loopback__" link: level "loopback", no direction.
+// Graph link "X" of a topology has two directions, each a row of its own: "X_UP" (from the graph link's
+// `from` vertex to its `to` vertex: from a node to its router or switch, from a child switch to its parent)
+// and "X_DOWN" (back), the names of SimGrid's split-duplex halves. Messages between two ranks on one node
+// cross the loopback: row "__loopback__", level "loopback", no direction. The World counts loads by slot:
+// graph link i's up half is slot 2i, its down half 2i + 1, the loopback slot 2E (E graph links).
 #pragma once
 
-#include "sim/comm/communicator.hpp"
+#include "sim/comm/link_loads.hpp"
 #include "sim/run/run_output.hpp"
 #include "topologies/network_graph.hpp"
+#include "topologies/topology.hpp"
 
-#include <string>
+#include <cstddef>
 #include <vector>
 
 namespace sparsim {
 
-// One row per link that carried bytes, in the graph's link order (each link's up half, then its down half),
-// the loopback last. Throws std::logic_error for a loaded link the graph does not know.
-std::vector<LinkRow> label_link_loads(const World::LinkLoads& loads, const NetworkGraph& graph);
+// The number of slots of `graph`'s links: 2E + 1.
+std::size_t link_slot_count(const NetworkGraph& graph);
+
+// The slots a message between two ranks crosses, from the topology's routes; ranks sit on `rank_nodes`.
+LinkRoute link_route(const Topology& topology, std::vector<std::size_t> rank_nodes, std::size_t link_count);
+
+// One row per slot some message crossed, in the graph's link order (each link's up half, then its down
+// half), the loopback last.
+std::vector<LinkRow> label_link_loads(const std::vector<LinkLoad>& loads, const NetworkGraph& graph);
 
 }  // namespace sparsim

@@ -20,7 +20,7 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
     estimate.breakdown += fmt::format("{}{} {}", estimate.breakdown.empty() ? "" : " + ", what, format_bytes(bytes));
   };
   double arrays = 0;  // the residuals and dense vectors: arrays of known size, no margin needed
-  if (config.algorithm_kind == "sparse") {
+  if (config.is_sparse()) {
     if (config.selection.residual == "dense") {
       arrays = P * n * 4;
       add("residuals (P*n floats)", arrays);
@@ -70,7 +70,7 @@ void check_memory(const ExperimentConfig& config)
                                   "machine's {}{}",
                                   format_bytes(estimate.bytes), estimate.breakdown,
                                   format_bytes(physical_memory_bytes()),
-                                  config.algorithm_kind == "sparse" && config.selection.residual == "dense"
+                                  config.is_sparse() && config.selection.residual == "dense"
                                       ? "; selection.residual \"none\" keeps no residual (docs/scale.md)"
                                       : ""));
 }

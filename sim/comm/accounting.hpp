@@ -1,0 +1,49 @@
+// What the Communicator counts: messages, bytes and simulated time per rank and phase, under interned phase
+// names. Every message is counted when its send is posted, for the sender (sent) and the receiver
+// (received), under the sender's current phase.
+#pragma once
+
+#include "sim/base/units.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sparsim {
+
+using PhaseId = std::uint32_t;
+
+// Traffic and time of one rank in one phase.
+struct PhaseStats {
+  std::uint64_t msgs_sent = 0;
+  std::uint64_t msgs_recv = 0;
+  Bytes bytes_sent = 0;
+  Bytes bytes_recv = 0;
+  Seconds time = 0;
+};
+
+// Phase names interned to small ids; id 0 is "other" (anything outside a named phase).
+class PhaseNames {
+public:
+  PhaseId intern(std::string_view name);
+  const std::vector<std::string>& names() const { return names_; }
+
+private:
+  std::vector<std::string> names_{"other"};
+};
+
+// Per rank, the counters of each phase since the rank last took them.
+class TrafficStats {
+public:
+  explicit TrafficStats(int ranks) : stats_(static_cast<std::size_t>(ranks)) {}
+
+  PhaseStats& of(RankId rank, PhaseId phase);
+  // Hands over a rank's counters (one entry per phase id below `phases`) and resets them.
+  std::vector<PhaseStats> take(RankId rank, std::size_t phases);
+
+private:
+  std::vector<std::vector<PhaseStats>> stats_;  // [rank][phase]
+};
+
+}  // namespace sparsim

@@ -1,0 +1,37 @@
+#include "sim/comm/link_loads.hpp"
+
+#include <algorithm>
+
+namespace sparsim {
+
+LinkLoadCounter::LinkLoadCounter(int ranks, LinkRoute route, std::size_t slots)
+    : route_(std::move(route)), loads_(slots), last_routes_(route_ ? static_cast<std::size_t>(ranks) : 0)
+{
+}
+
+void LinkLoadCounter::add(RankId source, RankId dest, Bytes bytes, int iteration)
+{
+  if (!route_)
+    return;
+  LastRoute& route = last_routes_[source];
+  if (route.dest != dest) {
+    route.slots.clear();
+    route_(source, dest, route.slots);
+    route.dest = dest;
+  }
+  // Messages of one iteration are all posted before any of the next (ranks align between iterations),
+  // so a link's count for an iteration starts when the first message of that iteration crosses it.
+  for (const std::size_t slot : route.slots) {
+    LinkLoad& load = loads_[slot];
+    load.crossed = true;
+    if (load.current_iteration != iteration) {
+      load.current_iteration = iteration;
+      load.current = 0;
+    }
+    load.current += bytes;
+    load.total += bytes;
+    load.iteration_max = std::max(load.iteration_max, load.current);
+  }
+}
+
+}  // namespace sparsim

@@ -1,0 +1,72 @@
+// The transport: what moves a message between two ranks and keeps simulated time. The Communicator matches
+// sends to receives, counts bytes and keeps phases; a transport (a network model) decides when a message has
+// arrived. The first implementation is SimGrid's flow model (sim/network/simgrid/transport.hpp).
+//
+// Contract (rendezvous): a message's transfer starts when both its halves, the send and the receive, are
+// posted; each side then waits on its own half, which completes when the data has arrived. The payload is
+// never copied: the receiver takes the sender's shared object.
+#pragma once
+
+#include "sim/base/units.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <typeindex>
+
+namespace sparsim {
+
+using Tag = std::uint32_t;
+
+// One message, shared by its send and its receive. A transport derives its own message type for its
+// per-message state (Transport::new_message).
+struct Message {
+  virtual ~Message() = default;
+  RankId source = -1;
+  RankId dest = -1;
+  Bytes bytes = 0;
+  std::shared_ptr<const void> payload;  // null until the send is posted
+  std::type_index type{typeid(void)};
+};
+using MessagePtr = std::shared_ptr<Message>;
+
+// Which message a newly posted half belongs to: the oldest one the other side posted first under the same
+// (source, tag) (`matched`: this half starts the transfer), or a new one, filed for the other half to find.
+struct Pairing {
+  MessagePtr message;
+  bool matched = false;
+};
+// The Communicator's matcher for one half (sim/comm/matcher.hpp); `fresh` is the message to file when
+// nothing matches.
+using PairFunction = std::function<Pairing(MessagePtr fresh)>;
+
+// What a send puts into its message.
+struct Outgoing {
+  RankId source = -1;
+  RankId dest = -1;
+  Bytes bytes = 0;
+  std::shared_ptr<const void> payload;
+  std::type_index type{typeid(void)};
+};
+
+class Transport {
+public:
+  virtual ~Transport() = default;
+
+  // Simulated time now.
+  virtual Seconds now() const = 0;
+  // Spends `duration` of simulated time on the calling rank (compute phases).
+  virtual void sleep_for(Seconds duration) = 0;
+  // A zero-cost barrier: every rank leaves it at the same simulated time.
+  virtual void align_ranks() = 0;
+
+  // Posting a half: the transport calls `pair` exactly once, at a moment when no other rank can post, with a
+  // new message of its own type, and returns the message the half belongs to. A send writes `outgoing` into
+  // it before its transfer can start.
+  virtual MessagePtr post_send(const PairFunction& pair, Outgoing outgoing) = 0;
+  virtual MessagePtr post_receive(const PairFunction& pair) = 0;
+  // Blocks the calling rank until its half of `message` has completed (is_receive: the receive half).
+  virtual void wait(Message& message, bool is_receive) = 0;
+};
+
+}  // namespace sparsim

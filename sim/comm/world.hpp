@@ -1,0 +1,67 @@
+// The World: what all ranks of one simulation share, as named parts with narrow interfaces. The
+// Communicator (one per rank) uses them; the driver reads them after the run.
+#pragma once
+
+#include "sim/comm/accounting.hpp"
+#include "sim/comm/link_loads.hpp"
+#include "sim/comm/matcher.hpp"
+#include "sim/comm/shared_results.hpp"
+#include "sim/comm/trace_recorder.hpp"
+#include "sim/comm/transport.hpp"
+#include "sim/data/wire.hpp"
+
+#include <utility>
+
+namespace sparsim {
+
+class World {
+public:
+  // `ranks` ranks on `transport`; link loads follow `route` over `link_slots` links (none without a route).
+  World(Transport& transport, int ranks, WireFormat wire, LinkRoute route = {}, std::size_t link_slots = 0)
+      : transport_(transport)
+      , ranks_(ranks)
+      , wire_(wire)
+      , matcher_(ranks)
+      , traffic_(ranks)
+      , link_loads_(ranks, std::move(route), link_slots)
+  {
+  }
+
+  int size() const { return ranks_; }
+  const WireFormat& wire() const { return wire_; }
+
+  // The rate at which a rank reduces, merges and re-selects received data (compute.reduction): bytes of
+  // memory traffic per second, 0 when that work is free in simulated time.
+  void set_reduction_bandwidth(BytesPerSecond bandwidth) { reduction_bandwidth_ = bandwidth; }
+  BytesPerSecond reduction_bandwidth() const { return reduction_bandwidth_; }
+
+  Transport& transport() { return transport_; }
+  Matcher& matcher() { return matcher_; }
+  PhaseNames& phases() { return phases_; }
+  const PhaseNames& phases() const { return phases_; }
+  TrafficStats& traffic() { return traffic_; }
+  LinkLoadCounter& link_loads() { return link_loads_; }
+  const LinkLoadCounter& link_loads() const { return link_loads_; }
+  TraceRecorder& trace() { return trace_; }
+  SharedResults& shared_results() { return shared_results_; }
+  const SharedResults& shared_results() const { return shared_results_; }
+
+  // A zero-cost barrier that lines all ranks up at the same simulated time (between iterations).
+  void align_ranks() { transport_.align_ranks(); }
+  // Hands a rank its counters since the last call (one entry per phase id) and resets them.
+  std::vector<PhaseStats> take_stats(RankId rank) { return traffic_.take(rank, phases_.names().size()); }
+
+private:
+  Transport& transport_;
+  int ranks_;
+  WireFormat wire_;
+  BytesPerSecond reduction_bandwidth_ = 0;
+  Matcher matcher_;
+  PhaseNames phases_;
+  TrafficStats traffic_;
+  LinkLoadCounter link_loads_;
+  TraceRecorder trace_;
+  SharedResults shared_results_;
+};
+
+}  // namespace sparsim

@@ -1,0 +1,67 @@
+#include "sim/network/simgrid/engine.hpp"
+
+#include <fmt/format.h>
+#include <simgrid/s4u/Actor.hpp>
+#include <simgrid/s4u/Engine.hpp>
+#include <simgrid/version.h>
+
+#include <exception>
+#include <memory>
+
+namespace sparsim {
+
+std::vector<std::string> simgrid_options(const NetworkOptions& network)
+{
+  return {
+      "--cfg=network/model:" + network.model,
+      std::string("--cfg=network/crosstraffic:") + (network.crosstraffic ? "1" : "0"),
+      "--log=root.thresh:warning",
+      "--log=xbt_cfg.thresh:warning",
+  };
+}
+
+std::string simgrid_version()
+{
+  return fmt::format("{}.{}.{}", SIMGRID_VERSION_MAJOR, SIMGRID_VERSION_MINOR, SIMGRID_VERSION_PATCH);
+}
+
+simgrid::s4u::Engine& start_engine(const NetworkOptions& network)
+{
+  static std::unique_ptr<simgrid::s4u::Engine> engine;
+  if (!engine) {
+    // The engine takes argc/argv; hand it the network model options.
+    std::vector<std::string> args = {"sparsim"};
+    for (const auto& option : simgrid_options(network))
+      args.push_back(option);
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    int argc = static_cast<int>(argv.size());
+    engine = std::make_unique<simgrid::s4u::Engine>(&argc, argv.data());
+  }
+  return *engine;
+}
+
+int run_rank_actors(const std::vector<simgrid::s4u::Host*>& rank_hosts, const std::function<void(RankId)>& body)
+{
+  std::exception_ptr failure;
+  int finished = 0;
+  for (RankId rank = 0; rank < static_cast<RankId>(rank_hosts.size()); ++rank) {
+    simgrid::s4u::Actor::create(fmt::format("rank{}", rank), rank_hosts[rank], [&, rank] {
+      try {
+        body(rank);
+        ++finished;
+      } catch (...) {
+        if (!failure)
+          failure = std::current_exception();
+        simgrid::s4u::Actor::kill_all();
+      }
+    });
+  }
+  simgrid::s4u::Engine::get_instance()->run();
+  if (failure)
+    std::rethrow_exception(failure);
+  return finished;
+}
+
+}  // namespace sparsim

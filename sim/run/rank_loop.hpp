@@ -1,0 +1,82 @@
+// The rank loop: what one rank's actor does in each iteration (sim/run/driver.hpp starts one per rank).
+//
+// Each iteration starts with all ranks aligned at the same simulated time (two zero-cost barriers), so an
+// iteration's time is that of the rank's work alone: the training step (phase "compute"), host staging,
+// for sparse algorithms the local selection (phase "selection"), and the collective.
+#pragma once
+
+#include "sim/comm/communicator.hpp"
+#include "sim/run/config.hpp"
+#include "sim/run/selection_stage.hpp"
+#include "sim/run/verification.hpp"
+
+#include <chrono>
+#include <fmt/format.h>
+#include <cstdint>
+#include <vector>
+
+namespace sparsim {
+
+// What one rank records about one iteration.
+struct RankIteration {
+  std::vector<PhaseStats> phases;
+  Seconds time = 0;
+  std::uint64_t local_selected = 0;
+  SparseReport sparse;
+  std::uint64_t result_nnz = 0;
+};
+
+// Everything the rank actors share during a run.
+struct RunState {
+  const ExperimentConfig& config;
+  World& world;
+  std::vector<std::vector<RankIteration>> records = {};  // [iteration][rank]
+  int threads = 1;                                  // for the selection stage
+  double verify_max_error = 0;
+  bool show_progress = true;
+  std::chrono::steady_clock::time_point wall_start;
+  std::chrono::steady_clock::time_point last_progress;
+  std::vector<Seconds> iteration_wall = {};  // see RunOutput
+  Seconds wall_limit = 0;               // 0: none
+  int stopped_at = -1;                  // the first iteration not run (wall-clock limit), -1 while running
+
+  // Called by rank 0 between the barriers that start `iteration`: stop there if the limit has passed.
+  void check_wall_limit(int iteration)
+  {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    if (wall_limit > 0 && elapsed > wall_limit && stopped_at < 0)
+      stopped_at = iteration;
+  }
+
+  void note_verification(double error, RankId rank, int iteration)
+  {
+    verify_max_error = std::max(verify_max_error, error);
+    if (error > 1.0)
+      throw std::runtime_error(fmt::format("verification failed: rank {} iteration {}: the result differs from the "
+                                           "reference by {:.3g} times the rounding tolerance",
+                                           rank, iteration, error));
+  }
+  void progress(RankId rank, int iteration)
+  {
+    const auto now = std::chrono::steady_clock::now();
+    if (rank == 0)
+      iteration_wall.push_back(std::chrono::duration<double>(now - wall_start).count());
+    if (!show_progress || rank != 0 || (now - last_progress < std::chrono::seconds(2) && iteration + 1 != config.iterations))
+      return;
+    fmt::print(stderr, "  iteration {}/{} done: simulated {:.6g} s, wall {:.1f} s\n", iteration + 1,
+               config.iterations, world.transport().now(),
+               std::chrono::duration<double>(now - wall_start).count());
+    last_progress = now;
+  }
+};
+
+// The rank loop of a dense allreduce: gradient in, sum out.
+void run_dense_rank(RunState& run, DenseVerifier& verifier, RankId rank);
+
+// The rank loop of a sparse allreduce with error feedback: acc = residual + gradient; select locally;
+// reduce; the residual keeps acc minus what the algorithm's rule says was consumed. Dense warm-up
+// iterations (selection.warmup_iterations) run the dense ring and are checked by `warmup_verifier`.
+void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verifier, DenseVerifier& warmup_verifier,
+                     RankId rank);
+
+}  // namespace sparsim

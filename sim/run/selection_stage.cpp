@@ -1,0 +1,88 @@
+#include "sim/run/selection_stage.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <span>
+#include <thread>
+
+namespace sparsim {
+
+void SelectionStage::prepare(int iteration, int threads)
+{
+  if (!config_.gradients->concurrent_generate())
+    threads = 1;
+  threads = std::max(1, std::min(threads, config_.ranks));
+  std::vector<std::exception_ptr> failures(threads);
+  auto work = [&](int first) {
+    try {
+      std::vector<float> gradient(config_.workload.n);
+      for (RankId rank = first; rank < config_.ranks; rank += threads)
+        prepare_rank(rank, iteration, gradient);
+    } catch (...) {
+      failures[first] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 1; t < threads; ++t)
+    helpers.emplace_back(work, t);
+  work(0);
+  for (auto& helper : helpers)
+    helper.join();
+  for (auto& failure : failures)
+    if (failure)
+      std::rethrow_exception(failure);
+}
+
+SparseVector SelectionStage::take_and_charge(Communicator& comm)
+{
+  Prepared& prepared = prepared_[comm.rank()];
+  const ComputeModel& model = config_.compute;
+  Seconds cost = 0;
+  if (model.selection == "memory_bandwidth")
+    cost = static_cast<double>(prepared.traffic.bytes_read + prepared.traffic.bytes_written) / model.memory_bandwidth;
+  else if (model.selection == "measured")
+    cost = prepared.host_seconds * model.measured_scale;
+  comm.spend("selection", cost);
+  return std::move(prepared.selection);
+}
+
+void SelectionStage::prepare_rank(RankId rank, int iteration, std::vector<float>& gradient)
+{
+  config_.gradients->generate(rank, iteration, gradient);
+  std::span<const float> acc = gradient;
+  if (keep_residual_) {
+    std::vector<float>& residual = residuals_[rank];
+    residual.resize(config_.workload.n, 0.0f);
+    for (std::size_t i = 0; i < residual.size(); ++i)
+      residual[i] += gradient[i];
+    acc = residual;
+  }
+  Prepared& prepared = prepared_[rank];
+  prepared.traffic = {};
+  const auto wall_start = std::chrono::steady_clock::now();
+  prepared.selection = selectors_[rank].select(acc, config_.workload.k, iteration, prepared.traffic);
+  prepared.host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  // The kernels reserve generously; a selection lives through the iteration beside P - 1 others.
+  prepared.selection.indices.shrink_to_fit();
+  prepared.selection.values.shrink_to_fit();
+}
+
+void consume_selection(std::vector<float>& acc, const SparseVector& selection, const SparseVector& result,
+                       SparseAllreduce::ResidualRule rule)
+{
+  const bool keep_lost = rule == SparseAllreduce::ResidualRule::selected_in_result;
+  std::size_t in_result = 0;
+  for (std::size_t e = 0; e < selection.size(); ++e) {
+    const Index i = selection.indices[e];
+    if (keep_lost) {
+      while (in_result < result.size() && result.indices[in_result] < i)
+        ++in_result;
+      if (in_result == result.size() || result.indices[in_result] != i)
+        continue;  // lost at the global selection: stays in the residual
+    }
+    acc[i] = 0.0f;
+  }
+}
+
+}  // namespace sparsim

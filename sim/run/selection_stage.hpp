@@ -1,0 +1,64 @@
+// The selection stage of a sparse iteration (sim/run/rank_loop.hpp): every rank's acc and local selection,
+// prepared over host threads at zero simulated cost, then charged per rank by the compute model.
+#pragma once
+
+#include "algorithms/algorithm.hpp"
+#include "sim/comm/communicator.hpp"
+#include "sim/run/config.hpp"
+#include "sim/run/selection.hpp"
+
+#include <vector>
+
+namespace sparsim {
+
+// Error feedback after a sparse allreduce: zeroes in `acc` (which becomes the residual) the entries of
+// `selection` that were consumed: all of them, or only those that are in `result` (both sorted by index).
+void consume_selection(std::vector<float>& acc, const SparseVector& selection, const SparseVector& result,
+                       SparseAllreduce::ResidualRule rule);
+
+// The local side of a sparse iteration for every rank: acc = residual + gradient (or the gradient alone
+// without a residual) and the local selection. It depends on nothing but the rank's own state, so it runs
+// for all ranks at once, spread over host threads, while the simulation waits at zero simulated cost; the
+// results do not depend on the number of threads.
+class SelectionStage {
+public:
+  explicit SelectionStage(const ExperimentConfig& config)
+      : config_(config)
+      , keep_residual_(config.selection.residual == "dense")
+      , residuals_(keep_residual_ ? config.ranks : 0)
+      , selectors_(config.ranks, LocalSelector(config.selection))
+      , prepared_(config.ranks)
+  {
+  }
+
+  // Prepares every rank's selection for `iteration` with up to `threads` host threads.
+  void prepare(int iteration, int threads);
+
+  // The rank's prepared selection, charged in simulated time by the compute model (phase "selection").
+  SparseVector take_and_charge(Communicator& comm);
+
+  // Error feedback after the collective: the residual keeps acc minus what the algorithm consumed.
+  void consume(RankId rank, const SparseVector& selection, const SparseVector& result,
+               SparseAllreduce::ResidualRule rule)
+  {
+    if (keep_residual_)
+      consume_selection(residuals_[rank], selection, result, rule);
+  }
+
+private:
+  struct Prepared {
+    SparseVector selection;
+    SelectionTraffic traffic;
+    Seconds host_seconds = 0;  // the host time the selection took (compute "measured")
+  };
+
+  void prepare_rank(RankId rank, int iteration, std::vector<float>& gradient);
+
+  const ExperimentConfig& config_;
+  bool keep_residual_;
+  std::vector<std::vector<float>> residuals_;  // [rank], allocated at the first sparse iteration
+  std::vector<LocalSelector> selectors_;       // [rank]: the reused thresholds
+  std::vector<Prepared> prepared_;             // [rank]: this iteration's selections
+};
+
+}  // namespace sparsim
