@@ -8,6 +8,7 @@
 #include <csignal>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <optional>
 #include <regex>
 #include <set>
 #include <thread>
@@ -37,16 +38,24 @@ CliResult run_sweep_cli(const nlohmann::json& sweep, const std::filesystem::path
   return r;
 }
 
-// A quick first point, then five of a second or so each: a sweep can be stopped while points run.
-constexpr std::size_t kSlowPoints = 6;
-nlohmann::json slow_sweep()
+// The sweep of the interrupt tests: a quick first point (one iteration), then kPoints - 1 points of
+// `iterations` each. The interrupted sweep gives those kNeverDone iterations: once started they cannot finish
+// before the test's signal on any machine (about 2 ms an iteration here, so minutes; the signal comes a
+// second or so in), so which points were complete, running and not started when it came is known, whatever
+// the machine's speed. --resume and the uninterrupted run take the same sweep with kIterations, which
+// complete: point 0's config is the same in both, and --resume redoes the other points afresh from the sweep
+// file as it is (their config.json rewritten, checked below).
+constexpr std::size_t kPoints = 6;
+constexpr int kNeverDone = 100'000;
+constexpr int kIterations = 8;
+nlohmann::json points_sweep(int iterations)
 {
   nlohmann::json points = {{{"seed", 1}, {"iterations", 1}}};
-  for (int seed = 2; seed <= static_cast<int>(kSlowPoints); ++seed)
+  for (int seed = 2; seed <= static_cast<int>(kPoints); ++seed)
     points.push_back({{"seed", seed}});
   return {
-      {"name", "slow"},
-      {"base", star_run_config("slow", 4, 80, "topka", 200000, 0.01, 8)},
+      {"name", "interrupt"},
+      {"base", star_run_config("interrupt", 4, iterations, "topka", 200000, 0.01, 8)},
       {"points", points},
   };
 }
@@ -61,65 +70,105 @@ std::size_t complete_points(const std::filesystem::path& out)
 }
 
 // Processes whose command line mentions `text` (other than this test).
-std::size_t processes_mentioning(const std::string& text)
+std::vector<pid_t> processes_mentioning(const std::string& text)
 {
-  std::size_t count = 0;
+  std::vector<pid_t> pids;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos || std::stoi(name) == getpid())
       continue;
     std::string command_line = read_text(entry.path() / "cmdline");
     if (command_line.find(text) != std::string::npos)
-      ++count;
+      pids.push_back(std::stoi(name));
   }
-  return count;
+  return pids;
 }
 
-// Starts a sweep of slow_sweep() in the background, two points at a time; once its quick first point is
-// complete and the third has started (so points 1 and 2 are running), sends it `signal`; returns its exit
-// status (-1 when a signal ended it).
-int interrupt_sweep(const std::filesystem::path& dir, int signal)
+// Whether `sparsim run` runs on point `index` of the sweep in OUT: past its exec (a forked sweep that has not
+// exec'd yet still has the sweep's command line), so a SIGTERM from the sweep ends it.
+bool point_running(const std::filesystem::path& out, std::size_t index)
 {
-  std::ofstream(dir / "sweep.json") << slow_sweep().dump(2);
+  return !processes_mentioning((out / "points" / fmt::format("{:04d}", index) / "config.json").string()).empty();
+}
+
+// A sweep started in the background by a test: SIGKILLed and reaped if the test leaves before waiting for
+// it (its points die with it), so that no sweep outlives a failed test.
+struct BackgroundSweep {
+  pid_t pid = -1;
+  BackgroundSweep() = default;
+  BackgroundSweep(const BackgroundSweep&) = delete;
+  BackgroundSweep& operator=(const BackgroundSweep&) = delete;
+  ~BackgroundSweep()
+  {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  // Its exit status once it has ended (-1 when a signal ended it); `hang` false: without waiting, nullopt while
+  // it runs.
+  std::optional<int> wait(bool hang = true)
+  {
+    int status = 0;
+    if (waitpid(pid, &status, hang ? 0 : WNOHANG) != pid)
+      return std::nullopt;
+    pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+};
+
+// Starts the interrupted sweep (points_sweep(kNeverDone)) in DIR/out in the background, two points at a time,
+// and sends it `signal` once point 0 is complete and points 1 and 2 run (they cannot finish, and points 3 to
+// 5 wait for a free job slot, so the state at the signal is always the same). Polls for that state for up to
+// a minute (a failure past it). Sets `exit_status` to the sweep's (-1 when a signal ended it).
+void interrupt_sweep(const std::filesystem::path& dir, int signal, int& exit_status)
+{
+  std::ofstream(dir / "interrupted.json") << points_sweep(kNeverDone).dump(2);
   const std::string command = fmt::format("exec {}/sparsim sweep {} --out {} --jobs 2 > {} 2>&1", SPARSIM_BINARY_DIR,
-                                          (dir / "sweep.json").string(), (dir / "out").string(),
+                                          (dir / "interrupted.json").string(), (dir / "out").string(),
                                           (dir / "interrupted.log").string());
-  const pid_t pid = fork();
-  if (pid == 0) {
+  BackgroundSweep sweep;
+  sweep.pid = fork();
+  if (sweep.pid == 0) {
     execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
+  ASSERT_GT(sweep.pid, 0) << "cannot start the sweep";
+  const auto out = dir / "out";
+  auto point0_complete = [&] { return std::filesystem::exists(out / "points" / "0000" / "manifest.json"); };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  const auto out = dir / "out" / "points";
-  while (!(std::filesystem::exists(out / "0000" / "manifest.json") && std::filesystem::exists(out / "0002" / "run.log")) &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  kill(pid, signal);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  while (!(point0_complete() && point_running(out, 1) && point_running(out, 2))) {
+    if (const auto status = sweep.wait(false))
+      FAIL() << "the sweep ended (status " << *status << ") before point 0 was complete with points 1 and 2 "
+             << "running:\n" << read_text(dir / "interrupted.log");
+    if (std::chrono::steady_clock::now() > deadline)
+      FAIL() << "after 60 s, point 0 is " << (point0_complete() ? "" : "not ") << "complete, point 1 "
+             << (point_running(out, 1) ? "" : "not ") << "running, point 2 " << (point_running(out, 2) ? "" : "not ")
+             << "running:\n" << read_text(dir / "interrupted.log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the poll's period, not a synchronisation
+  }
+  kill(sweep.pid, signal);
+  exit_status = *sweep.wait();
 }
 
-// After an interrupted sweep in DIR/out: the complete points match an uninterrupted run's, --resume redoes
-// the rest, and summary.csv is byte for byte the uninterrupted run's.
+// After an interrupted sweep in DIR/out (point 0 complete, points 1 and 2 stopped, 3 to 5 not started): the
+// complete point matches an uninterrupted run's, --resume redoes the rest from the sweep file, and
+// summary.csv is byte for byte the uninterrupted run's.
 void expect_resume_matches_uninterrupted(const std::filesystem::path& dir)
 {
-  const std::size_t complete = complete_points(dir / "out");
-  EXPECT_GE(complete, 1u);
-  EXPECT_LT(complete, kSlowPoints) << "the sweep ended before the signal: the test needs slower points";
-  CliResult whole = run_sweep_cli(slow_sweep(), dir, "--jobs 2", "uninterrupted");
+  EXPECT_EQ(complete_points(dir / "out"), 1u);
+  CliResult whole = run_sweep_cli(points_sweep(kIterations), dir, "--jobs 2", "uninterrupted");
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
-  for (std::size_t i = 0; i < kSlowPoints; ++i) {
-    const auto point = fmt::format("points/{:04d}", i);
-    if (std::filesystem::exists(dir / "out" / point / "manifest.json")) {
-      EXPECT_EQ(read_text(dir / "out" / point / "results.csv"), read_text(whole.dir / point / "results.csv")) << point;
-    }
-  }
-  CliResult resumed = run_sweep_cli(slow_sweep(), dir, "--resume --jobs 2");
+  EXPECT_EQ(read_text(dir / "out" / "points" / "0000" / "results.csv"),
+            read_text(whole.dir / "points" / "0000" / "results.csv"));
+  CliResult resumed = run_sweep_cli(points_sweep(kIterations), dir, "--resume --jobs 2");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find(fmt::format("{} complete already, {} to run", complete, kSlowPoints - complete)),
-            std::string::npos)
+  EXPECT_NE(resumed.output.find(fmt::format("1 complete already, {} to run", kPoints - 1)), std::string::npos)
       << resumed.output;
+  for (std::size_t i = 0; i < kPoints; ++i) {
+    const auto point = fmt::format("points/{:04d}", i);
+    EXPECT_EQ(read_text(dir / "out" / point / "config.json"), read_text(whole.dir / point / "config.json")) << point;
+  }
   EXPECT_EQ(read_text(dir / "out" / "summary.csv"), read_text(whole.dir / "summary.csv"));
 }
 
@@ -139,8 +188,9 @@ TEST(Sweep, RunsEveryPointAndResumes)
     EXPECT_EQ(row.at("axis:ranks"), row.at("ranks"));  // the axis value reached the run
   const std::string summary = read_text(first.dir / "summary.csv");
   // Not a terminal: a plain line per finished point with the counts and times.
-  EXPECT_TRUE(std::regex_search(first.output, std::regex(R"(6/6 points done, elapsed \d+s, about \d+s left)")))
-      << first.output;
+  // (Elapsed as format_wall writes it: "42s", "1m05s" or "1h02m", whatever the machine's speed.)
+  const std::regex done_line(R"(6/6 points done, elapsed \d+(s|m\d\ds|h\d\dm), about \d+s left)");
+  EXPECT_TRUE(std::regex_search(first.output, done_line)) << first.output;
 
   // Resume: nothing to run; then a point that lost its manifest (killed half-way) is run again.
   CliResult again = run_sweep_cli(tiny_sweep(), dir, "--resume");
@@ -245,26 +295,35 @@ TEST(Sweep, ThreadsPerPointDefaultToCoresOverJobs)
 TEST(Sweep, SigintStopsCleanlyAndResumeGivesTheSameSummary)
 {
   const auto dir = scratch_dir("sweepsigint");
-  EXPECT_EQ(interrupt_sweep(dir, SIGINT), 130) << read_text(dir / "interrupted.log");
+  int exit_status = 0;
+  ASSERT_NO_FATAL_FAILURE(interrupt_sweep(dir, SIGINT, exit_status));
   const std::string log = read_text(dir / "interrupted.log");
+  EXPECT_EQ(exit_status, 130) << log;
   EXPECT_NE(log.find("continue with --resume"), std::string::npos) << log;
-  EXPECT_NE(log.find("seed=2: stopped, to be redone by --resume"), std::string::npos) << log;
+  // The running points were stopped; the waiting ones were not started.
+  for (const char* point : {"seed=2: stopped, to be redone by --resume", "seed=3: stopped, to be redone by --resume"})
+    EXPECT_NE(log.find(point), std::string::npos) << point << "\n" << log;
+  EXPECT_EQ(log.find("seed=4"), std::string::npos) << log;
   // The sweep waited for its points to stop before exiting.
-  EXPECT_EQ(processes_mentioning((dir / "out").string()), 0u);
+  EXPECT_EQ(processes_mentioning((dir / "out").string()).size(), 0u);
   expect_resume_matches_uninterrupted(dir);
 }
 
 TEST(Sweep, SigkillThenResumeGivesTheSameSummary)
 {
   const auto dir = scratch_dir("sweepsigkill");
-  EXPECT_EQ(interrupt_sweep(dir, SIGKILL), -1);
-  // The running points die with the sweep instead of running on as orphans and completing.
-  const std::size_t complete_at_kill = complete_points(dir / "out");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (processes_mentioning((dir / "out").string()) > 0 && std::chrono::steady_clock::now() < deadline)
+  int exit_status = 0;
+  ASSERT_NO_FATAL_FAILURE(interrupt_sweep(dir, SIGKILL, exit_status));
+  EXPECT_EQ(exit_status, -1);
+  // The running points die with the sweep (they would run for minutes as orphans); polled for up to 30 s.
+  const std::string out = (dir / "out").string();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!processes_mentioning(out).empty() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(processes_mentioning((dir / "out").string()), 0u);
-  EXPECT_EQ(complete_points(dir / "out"), complete_at_kill);
+  const std::vector<pid_t> orphans = processes_mentioning(out);
+  for (pid_t pid : orphans)
+    kill(pid, SIGKILL);  // do not leave them running
+  ASSERT_TRUE(orphans.empty()) << orphans.size() << " point process(es) still ran 30 s after the sweep was killed";
   expect_resume_matches_uninterrupted(dir);
 }
 
