@@ -3,8 +3,11 @@
 #include "sparsim_cli.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 
 using namespace sparsim::testing;
 
@@ -59,39 +62,90 @@ nlohmann::json manifest_without_run_dependent_fields(const std::filesystem::path
   return manifest;
 }
 
-// A config whose run takes over a second (about 1.5 s of CPU on the 2-core CI machine), so that a kill 0.2 s
-// into the simulation lands in its middle.
-nlohmann::json slow_config() { return star_run_config("slow", 16, 40, "oktopk", 400000); }
+// The runs of the kill tests: 16 ranks of Ok-Topk. The reference and the reruns take kIterations; a killed
+// run takes kNeverDone (some 45 ms an iteration here, so minutes): it cannot have finished before its kill,
+// some 2 s in, on any machine.
+constexpr int kIterations = 10;
+constexpr int kNeverDone = 10'000;
+nlohmann::json sixteen_ranks(int iterations) { return star_run_config("slow", 16, iterations, "oktopk", 400000); }
 
-// Starts `sparsim run CONFIG --out OUT` and SIGKILLs it 0.2 s after it reports that the simulation
-// starts (the config is loaded by then). Returns whether the kill ended it (false: the run ended first).
-bool run_and_kill_half_way(const std::filesystem::path& config, const std::filesystem::path& out)
+// Starts `sparsim run CONFIG --out OUT` for each of the OUTs at once and SIGKILLs each as soon as it
+// reports a finished iteration (its first progress line, some 2 s in): it is in the middle of the simulation
+// then, its folder's earlier results removed and its own not written. CONFIG must be one that cannot finish
+// by then (kNeverDone). Waits for those lines for up to a minute. Returns what went wrong, nothing when every
+// run was killed half-way.
+std::string run_and_kill_half_way(const std::filesystem::path& config, const std::vector<std::filesystem::path>& outs)
 {
-  int pipe_fds[2];
-  if (pipe(pipe_fds) != 0)
-    return false;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(pipe_fds[1], STDERR_FILENO);
-    dup2(pipe_fds[1], STDOUT_FILENO);
-    close(pipe_fds[0]);
-    const std::string binary = std::string(SPARSIM_BINARY_DIR) + "/sparsim";
-    execl(binary.c_str(), binary.c_str(), "run", config.c_str(), "--out", out.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(pipe_fds[1]);
-  FILE* output = fdopen(pipe_fds[0], "r");
-  char line[4096];
-  while (fgets(line, sizeof line, output))
-    if (std::string(line).starts_with("sparsim: running")) {
-      usleep(200'000);
-      kill(pid, SIGKILL);
-      break;
+  struct Run {
+    pid_t pid = -1;
+    int fd = -1;
+    std::string output;
+    bool killed = false, ended = false;
+  };
+  std::vector<Run> runs(outs.size());
+  const std::string binary = std::string(SPARSIM_BINARY_DIR) + "/sparsim";
+  for (std::size_t i = 0; i < outs.size(); ++i) {
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0)
+      return "cannot make a pipe";
+    runs[i].pid = fork();
+    if (runs[i].pid == 0) {
+      dup2(pipe_fds[1], STDERR_FILENO);
+      dup2(pipe_fds[1], STDOUT_FILENO);
+      close(pipe_fds[0]);
+      execl(binary.c_str(), binary.c_str(), "run", config.c_str(), "--out", outs[i].c_str(),
+            static_cast<char*>(nullptr));
+      _exit(127);
     }
-  fclose(output);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+    close(pipe_fds[1]);
+    runs[i].fd = pipe_fds[0];
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto waiting = [&] {
+    return std::any_of(runs.begin(), runs.end(), [](const Run& run) { return !run.killed && !run.ended; });
+  };
+  while (waiting()) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0)
+      break;
+    std::vector<pollfd> fds;
+    for (const Run& run : runs)
+      if (!run.killed && !run.ended)
+        fds.push_back({run.fd, POLLIN, 0});
+    if (poll(fds.data(), fds.size(), static_cast<int>(left)) <= 0)
+      continue;  // timed out or interrupted: the deadline decides
+    for (Run& run : runs) {
+      const auto polled = std::find_if(fds.begin(), fds.end(), [&](const pollfd& p) { return p.fd == run.fd; });
+      if (polled == fds.end() || polled->revents == 0)
+        continue;
+      char buffer[4096];
+      const ssize_t got = read(run.fd, buffer, sizeof buffer);
+      if (got <= 0) {
+        run.ended = true;  // it ended by itself
+        continue;
+      }
+      run.output.append(buffer, static_cast<std::size_t>(got));
+      if (run.output.find("\n  iteration ") != std::string::npos) {
+        kill(run.pid, SIGKILL);
+        run.killed = true;
+      }
+    }
+  }
+  std::string failures;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    Run& run = runs[i];
+    if (!run.killed)
+      kill(run.pid, SIGKILL);  // no progress line within the minute: do not leave it running
+    close(run.fd);
+    int status = 0;
+    waitpid(run.pid, &status, 0);
+    if (!(run.killed && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)) {
+      const char* what = run.killed || run.ended ? "the run ended before its kill" : "no progress line within 60 s";
+      failures += fmt::format("{}: {}:\n{}", outs[i].string(), what, run.output);
+    }
+  }
+  return failures;
 }
 
 // True when `path` is a CSV file whose every line has as many cells as the header, ending in a newline.
@@ -160,26 +214,30 @@ TEST(Determinism, SweepFilesAreIdenticalWithOneOrTwoJobs)
 TEST(NoLostResults, RunKilledHalfWayLeavesCompleteFilesOrNoneAndRerunMatches)
 {
   const auto dir = scratch_dir("killed");
-  std::ofstream(dir / "config.json") << slow_config().dump(2);
+  std::ofstream(dir / "config.json") << sixteen_ranks(kIterations).dump(2);
+  std::ofstream(dir / "never_done.json") << sixteen_ranks(kNeverDone).dump(2);
   const std::string config = (dir / "config.json").string();
 
-  // The reference: the same run, uninterrupted.
+  // The reference: the reruns' config, uninterrupted.
   const CliResult reference = run_cli("run " + config + " --out " + (dir / "reference").string() + " --quiet");
   ASSERT_EQ(reference.exit_code, 0) << reference.output;
 
-  // Into an empty folder, then into one holding the complete results of a different (smaller) run.
-  nlohmann::json other = slow_config();
-  other["iterations"] = 2;
+  // Into an empty folder, then into one holding the complete results of a different (smaller) run: a run
+  // killed half-way (one that could not finish by then), then a rerun of the reference's config.
+  nlohmann::json other = sixteen_ranks(2);
   std::ofstream(dir / "other.json") << other.dump(2);
   const CliResult earlier = run_cli("run " + (dir / "other.json").string() + " --out " + (dir / "reused").string() +
                                     " --quiet");
   ASSERT_EQ(earlier.exit_code, 0) << earlier.output;
 
+  const std::string failure = run_and_kill_half_way(dir / "never_done.json", {dir / "fresh", dir / "reused"});
+  ASSERT_EQ(failure, "") << "a run was not killed half-way";
   for (const char* folder : {"fresh", "reused"}) {
     SCOPED_TRACE(folder);
     const auto out = dir / folder;
-    ASSERT_TRUE(run_and_kill_half_way(config, out)) << "the run ended before it could be killed half-way";
     expect_complete_or_no_results(out);
+    // Killed mid-simulation: neither its results nor the earlier run's (removed before it started).
+    EXPECT_FALSE(std::filesystem::exists(out / "manifest.json"));
 
     const CliResult rerun = run_cli("run " + config + " --out " + out.string() + " --quiet");
     ASSERT_EQ(rerun.exit_code, 0) << rerun.output;
@@ -196,8 +254,7 @@ TEST(NoLostResults, LeftoverTemporaryFilesAreRemovedAndNeverTakenForResults)
 {
   // What a run killed while writing its files leaves: complete-looking data under temporary names only.
   const auto dir = scratch_dir("leftovers");
-  nlohmann::json config = slow_config();
-  config["iterations"] = 1;
+  const nlohmann::json config = sixteen_ranks(1);
   std::ofstream(dir / "config.json") << config.dump(2);
   std::filesystem::create_directories(dir / "out");
   std::ofstream(dir / "out" / "results.csv.tmp-999999") << "algorithm,phase\nstale,total\n";

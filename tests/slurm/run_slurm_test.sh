@@ -46,8 +46,11 @@ munged --force --foreground --socket="$work/munge/socket" --key-file="$work/mung
   --pid-file="$work/munge/munged.pid" --log-file="$work/munge/munged.log" \
   --seed-file="$work/munge/munged.seed" >"$work/munge/stdout.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 50); do [ -S "$work/munge/socket" ] && break; sleep 0.1; done
-[ -S "$work/munge/socket" ] || { cat "$work/munge/"*.log; fail "munged did not start"; }
+# Each wait below polls for what it waits for, with a generous deadline (a loaded machine is slow to start
+# daemons), and fails saying what did not happen.
+deadline=$((SECONDS + 60))
+until [ -S "$work/munge/socket" ] || [ $SECONDS -ge $deadline ]; do sleep 0.1; done
+[ -S "$work/munge/socket" ] || { cat "$work/munge/"*.log; fail "munged did not start within 60 s"; }
 
 free_port() {
   local port
@@ -92,11 +95,10 @@ pids+=($!)
 slurmd -D -N "$host" -f "$SLURM_CONF" >"$work/slurmd.stdout" 2>&1 &
 pids+=($!)
 logs() { tail -n 30 "$work"/slurmctld.log "$work"/slurmd.log "$work"/*.stdout 2>/dev/null || true; }
-for _ in $(seq 100); do
-  sinfo -h -N -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)' && break
-  sleep 0.3
-done
-sinfo -h -N -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)' || { logs; fail "the slurm node did not come up"; }
+node_up() { sinfo -h -N -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; }
+deadline=$((SECONDS + 120))
+until node_up || [ $SECONDS -ge $deadline ]; do sleep 0.3; done
+node_up || { logs; fail "the slurm node did not come up within 120 s"; }
 echo "slurm is up: $(sinfo -h -N -o '%N %T %c CPUs')"
 
 # 3. Emit, submit the array (3 points per task) and the gather step after it; wait for both.
@@ -108,9 +110,11 @@ done
 array=$(sbatch --parsable "$out/sweep.sbatch" | cut -d';' -f1)
 gather=$(sbatch --parsable --dependency="afterany:$array" "$out/gather.sbatch" | cut -d';' -f1)
 echo "submitted array job $array and gather job $gather"
+# Done when squeue answers and lists neither job; a squeue that fails (slurmctld busy) says nothing.
 deadline=$((SECONDS + 240))
-while squeue -h -j "$array,$gather" 2>/dev/null | grep -q .; do
-  [ $SECONDS -lt $deadline ] || { squeue; logs; fail "the jobs did not finish within 240 s"; }
+while :; do
+  queued=$(squeue -h -j "$array,$gather" 2>/dev/null) && [ -z "$queued" ] && break
+  [ $SECONDS -lt $deadline ] || { squeue || true; logs; fail "the jobs did not finish within 240 s"; }
   sleep 1
 done
 states=$(scontrol -o show job "$array" | grep -o 'JobState=[A-Z_]*' | sort | uniq -c)
