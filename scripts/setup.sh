@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 packages=(cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev nlohmann-json3-dev libfmt-dev libgtest-dev
           python3-matplotlib dataset-fashion-mnist zlib1g-dev
           python3-pandas python3-nbconvert python3-ipykernel jupyter-nbconvert
-          clang libclang-rt-14-dev)  # clang and its sanitizer/libFuzzer runtimes: scripts/fuzz.sh
+          clang libclang-rt-14-dev  # clang and its sanitizer/libFuzzer runtimes: scripts/fuzz.sh
+          clang-format)             # scripts/check_format.sh
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

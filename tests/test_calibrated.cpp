@@ -152,7 +152,7 @@ TEST(GradientStats, MatchesBruteForceErrorFeedbackLoop)
   options.k = 23;
   options.warmup = 2;
   options.iterations = 5;
-  options.reuse = SelectionConfig{"threshold_reuse", 3, threshold_rules("vgg")};
+  options.reuse = SelectionConfig{.policy = SelectionPolicy::threshold_reuse, .reevaluate_every = 3, .rules = threshold_rules("vgg")};
   options.output_begin = 100;
   options.output_end = 150;
   const GradientStats stats = measure_gradient_stats(source, options);

@@ -8,6 +8,9 @@
 
 #include "sim/base/units.hpp"
 
+#include <array>
+#include <stdexcept>
+#include <type_traits>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -15,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <type_traits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +42,21 @@ private:
 // The set of field paths a load touched, with array indices folded to "[]" ("sweep.axes[].name").
 using FieldLog = std::set<std::string>;
 
+// The config names of an enum class's values, in the order the docs list them: a mode is an enum in the
+// code and a string in the config and the manifest, named once here.
+template <class E> struct EnumName {
+  E value;
+  const char* name;
+};
+template <class E, std::size_t N> using EnumNames = std::array<EnumName<E>, N>;
+template <class E, std::size_t N> const char* name_of(E value, const EnumNames<E, N>& names)
+{
+  for (const auto& entry : names)
+    if (entry.value == value)
+      return entry.name;
+  throw std::logic_error("name_of: an enum value without a name");
+}
+
 class JsonReader {
 public:
   // `node` must outlive the reader. `path` is "" for the document root.
@@ -58,6 +77,23 @@ public:
   std::string get_string(std::string_view key, std::optional<std::string> fallback = std::nullopt);
   std::string get_enum(std::string_view key, const std::vector<std::string>& choices,
                        std::optional<std::string> fallback = std::nullopt);
+  // The same for an enum class whose values and config names `names` lists (see EnumNames).
+  template <class E, std::size_t N>
+  E get_enum(std::string_view key, const EnumNames<E, N>& names,
+             std::optional<std::type_identity_t<E>> fallback = std::nullopt)
+  {
+    std::vector<std::string> choices;
+    for (const auto& entry : names)
+      choices.emplace_back(entry.name);
+    std::optional<std::string> fallback_name;
+    if (fallback)
+      fallback_name = name_of(*fallback, names);
+    const std::string chosen = get_enum(key, choices, fallback_name);
+    for (const auto& entry : names)
+      if (chosen == entry.name)
+        return entry.value;
+    throw std::logic_error("JsonReader::get_enum: no value named " + chosen);
+  }
   Seconds get_duration(std::string_view key, std::optional<std::string> fallback = std::nullopt);
   BytesPerSecond get_bandwidth(std::string_view key, std::optional<std::string> fallback = std::nullopt);
   std::vector<std::int64_t> get_int_list(std::string_view key, std::int64_t min, std::int64_t max);

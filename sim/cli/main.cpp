@@ -279,7 +279,7 @@ int command_stats(const Arguments& args)
   options.iterations = args.iterations;
   options.warmup = args.warmup;
   options.reuse = config.selection;
-  options.reuse.policy = "threshold_reuse";
+  options.reuse.policy = sparsim::SelectionPolicy::threshold_reuse;
   if (const auto* calibrated = dynamic_cast<const sparsim::CalibratedSource*>(config.gradients.get()))
     for (const auto& layer : calibrated->layers())
       if (layer.output && layer.size > 0) {

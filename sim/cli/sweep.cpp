@@ -9,6 +9,7 @@
 #include <cmath>
 #include <chrono>
 #include <csignal>
+#include <pthread.h>
 #include <fmt/format.h>
 #include <fstream>
 #include <map>
@@ -215,8 +216,20 @@ pid_t start_point(const SweepOptions& options, const std::filesystem::path& dir,
   const unsigned shared = std::max(1u, cores / static_cast<unsigned>(options.jobs));
   const std::string threads = std::to_string(options.threads > 0 ? static_cast<unsigned>(options.threads) : shared);
   const pid_t sweep_pid = getpid();
+  // SIGINT and SIGTERM are blocked across the fork and the child puts back their default actions before it
+  // unblocks them: a stop request that reaches it before exec ends it, instead of running the sweep's handler
+  // in the child and being lost.
+  sigset_t stop_signals;
+  sigset_t previous_mask;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &previous_mask);
   const pid_t pid = fork();
   if (pid == 0) {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+    pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
     setpgid(0, 0);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != sweep_pid)
       _exit(127);
@@ -227,6 +240,7 @@ pid_t start_point(const SweepOptions& options, const std::filesystem::path& dir,
           "--relative-to", relative_to.c_str(), "--threads", threads.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
+  pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
   if (pid < 0)
     throw std::runtime_error("sweep: cannot start a process");
   return pid;

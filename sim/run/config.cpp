@@ -53,14 +53,14 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
     config.workload.k = static_cast<std::uint64_t>(std::floor(config.workload.density * config.workload.n));
     config.workload.wire.value_bytes = static_cast<int>(workload.get_int("value_bytes", 4, 1, 8));
     config.workload.wire.index_bytes = static_cast<int>(workload.get_int("index_bytes", 4, 1, 8));
-    config.workload.data = workload.get_enum("data", {"real", "phantom"}, "real");
+    config.workload.data = workload.get_enum("data", kDataModeNames, DataMode::real);
     workload.finish();
   }
 
   JsonReader algorithm = root.object("algorithm");
   const std::string algorithm_path = algorithm.path();
   config.algorithm = parse_algorithm(std::move(algorithm));
-  if (config.workload.data == "phantom" && config.is_sparse())
+  if (config.workload.data == DataMode::phantom && config.is_sparse())
     throw ConfigError("workload.data", "\"phantom\"", "\"real\": sparse algorithms select from real values");
 
   config.gradients = parse_gradient_source(root.optional_object("gradients"),
@@ -69,9 +69,10 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
   // algorithms; dense algorithms select nothing and ignore them.
   const SparseAllreduce* sparse = config.sparse_algorithm();
   config.selection = parse_selection(root.optional_object("selection"),
-                                     sparse && sparse->reuses_local_threshold() ? "threshold_reuse" : "exact");
+                                     sparse && sparse->reuses_local_threshold() ? SelectionPolicy::threshold_reuse
+                                                                               : SelectionPolicy::exact);
   config.compute = parse_compute(root.optional_object("compute"));
-  if (config.compute.training == "model") {
+  if (config.compute.training == TrainingCharge::model) {
     const auto step = config.gradients->forward_backward_time();
     if (!step)
       throw ConfigError("compute.training", "\"model\"",
@@ -89,8 +90,8 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
   }
   {
     JsonReader simulation = root.optional_object("simulation");
-    config.verify = simulation.get_bool("verify", config.workload.data == "real");
-    if (config.verify && config.workload.data == "phantom")
+    config.verify = simulation.get_bool("verify", config.workload.data == DataMode::real);
+    if (config.verify && config.workload.data == DataMode::phantom)
       simulation.fail("verify", true, "false: phantom data has no values to verify");
     simulation.finish();
   }
@@ -120,7 +121,7 @@ nlohmann::json ExperimentConfig::resolved() const
         {"density", workload.density},
         {"value_bytes", workload.wire.value_bytes},
         {"index_bytes", workload.wire.index_bytes},
-        {"data", workload.data}}},
+        {"data", name_of(workload.data, kDataModeNames)}}},
       {"algorithm", algorithm_json},
       {"gradients", gradients->to_json()},
       {"selection", is_sparse() ? selection.to_json() : nlohmann::json(nullptr)},

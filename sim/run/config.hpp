@@ -19,12 +19,16 @@
 
 namespace sparsim {
 
+// What dense ranks move: real values, or lengths only ("phantom": nothing is summed or checked).
+enum class DataMode { real, phantom };
+inline constexpr EnumNames<DataMode, 2> kDataModeNames{{{DataMode::real, "real"}, {DataMode::phantom, "phantom"}}};
+
 struct Workload {
   std::uint64_t n = 0;        // gradient length in elements
   double density = 0.01;      // sparse algorithms select k = floor(density * n) per rank
   std::uint64_t k = 0;
   WireFormat wire;
-  std::string data = "real";  // "real" values or "phantom" (lengths only; dense algorithms)
+  DataMode data = DataMode::real;
 };
 
 struct ExperimentConfig {

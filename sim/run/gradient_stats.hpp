@@ -28,7 +28,7 @@ struct GradientStatsOptions {
   std::uint64_t k = 0;
   int iterations = 20;  // measured iterations
   int warmup = 0;      // iterations run before measuring
-  SelectionConfig reuse{"threshold_reuse", 32, threshold_rules("vgg")};
+  SelectionConfig reuse{.policy = SelectionPolicy::threshold_reuse, .reevaluate_every = 32, .rules = threshold_rules("vgg")};
   // The output layer's index range [output_begin, output_end); empty: its share is not measured.
   std::uint64_t output_begin = 0;
   std::uint64_t output_end = 0;

@@ -21,7 +21,7 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
   };
   double arrays = 0;  // the residuals and dense vectors: arrays of known size, no margin needed
   if (config.is_sparse()) {
-    if (config.selection.residual == "dense") {
+    if (config.selection.residual == ResidualKind::dense) {
       arrays = P * n * 4;
       add("residuals (P*n floats)", arrays);
     }
@@ -42,7 +42,7 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
     // hold P k pairs at most between them, and a round's sums live until the next round's are taken.
     if (name == "sparcml_ssar_recursive_double")
       add("group sums (2 P k pairs)", 2 * P * k * element);
-  } else if (config.workload.data == "real") {
+  } else if (config.workload.data == DataMode::real) {
     // Each rank's vector plus the blocks in flight (up to a whole vector per rank in recursive doubling).
     arrays = 2 * P * n * 4;
     add("vectors (2*P*n floats)", arrays);
@@ -70,7 +70,7 @@ void check_memory(const ExperimentConfig& config)
                                   "machine's {}{}",
                                   format_bytes(estimate.bytes), estimate.breakdown,
                                   format_bytes(physical_memory_bytes()),
-                                  config.is_sparse() && config.selection.residual == "dense"
+                                  config.is_sparse() && config.selection.residual == ResidualKind::dense
                                       ? "; selection.residual \"none\" keeps no residual (docs/scale.md)"
                                       : ""));
 }

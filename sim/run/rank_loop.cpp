@@ -74,7 +74,7 @@ bool dense_iteration(RunState& run, Communicator& comm, DenseVerifier& verifier,
   charge_staging_copy(config, comm);  // the gradient to the host
   DenseVector data;
   data.length = config.workload.n;
-  if (config.workload.data == "real") {
+  if (config.workload.data == DataMode::real) {
     data.values.resize(data.length);
     config.gradients->generate(rank, it, data.values);
   }

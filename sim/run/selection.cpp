@@ -19,49 +19,49 @@ ThresholdRules threshold_rules(const std::string& preset)
 
 nlohmann::json SelectionConfig::to_json() const
 {
-  return {{"policy", policy},
+  return {{"policy", name_of(policy, kSelectionPolicyNames)},
           {"reevaluate_every", reevaluate_every},
           {"rules", rules.preset},
           {"warmup_iterations", warmup_iterations},
-          {"residual", residual}};
+          {"residual", name_of(residual, kResidualKindNames)}};
 }
 
-SelectionConfig parse_selection(JsonReader selection, const std::string& default_policy)
+SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_policy)
 {
   SelectionConfig config;
-  config.policy = selection.get_enum("policy", {"exact", "threshold_reuse"}, default_policy);
+  config.policy = selection.get_enum("policy", kSelectionPolicyNames, default_policy);
   config.reevaluate_every = static_cast<int>(selection.get_int("reevaluate_every", 32, 1, 1'000'000));
   config.warmup_iterations = static_cast<int>(selection.get_int("warmup_iterations", 0, 0, 1'000'000));
   config.rules = threshold_rules(selection.get_enum("rules", {"vgg", "lstm", "bert"}, "vgg"));
-  config.residual = selection.get_enum("residual", {"dense", "none"}, "dense");
+  config.residual = selection.get_enum("residual", kResidualKindNames, ResidualKind::dense);
   selection.finish();
   return config;
 }
 
 Seconds ComputeModel::staging_copy_time(std::uint64_t n) const
 {
-  return staging == "pcie" ? 4.0 * static_cast<double>(n) / pcie_bandwidth : 0.0;
+  return staging == StagingCharge::pcie ? 4.0 * static_cast<double>(n) / pcie_bandwidth : 0.0;
 }
 
 nlohmann::json ComputeModel::to_json() const
 {
-  return {{"training", training},
+  return {{"training", name_of(training, kTrainingChargeNames)},
           {"forward_backward_s", forward_backward},
-          {"selection", selection},
+          {"selection", name_of(selection, kSelectionChargeNames)},
           {"memory_bandwidth_Bps", memory_bandwidth},
           {"measured_scale", measured_scale},
-          {"staging", staging},
+          {"staging", name_of(staging, kStagingChargeNames)},
           {"pcie_bandwidth_Bps", pcie_bandwidth},
-          {"reduction", reduction},
+          {"reduction", name_of(reduction, kReductionChargeNames)},
           {"reduction_bandwidth_Bps", reduction_bandwidth},
-          {"deterministic", selection != "measured"}};
+          {"deterministic", selection != SelectionCharge::measured}};
 }
 
 ComputeModel parse_compute(JsonReader compute)
 {
   ComputeModel model;
-  model.training = compute.get_enum("training", {"none", "model", "fixed"}, "none");
-  if (model.training == "fixed") {
+  model.training = compute.get_enum("training", kTrainingChargeNames, TrainingCharge::none);
+  if (model.training == TrainingCharge::fixed) {
     model.forward_backward = compute.get_duration("forward_backward");
     if (model.forward_backward <= 0)
       compute.fail("forward_backward", model.forward_backward, "a positive duration");
@@ -69,15 +69,15 @@ ComputeModel parse_compute(JsonReader compute)
     compute.fail("forward_backward", compute.raw("forward_backward"),
                  "no forward_backward unless compute.training is \"fixed\" (\"model\" takes it from the model table)");
   }
-  model.selection = compute.get_enum("selection", {"free", "memory_bandwidth", "measured"}, "memory_bandwidth");
+  model.selection = compute.get_enum("selection", kSelectionChargeNames, SelectionCharge::memory_bandwidth);
   model.memory_bandwidth = compute.get_bandwidth("memory_bandwidth", "732GBps");
   model.measured_scale = compute.get_number("measured_scale", 1.0, 0.0, 1e6, true);
-  model.staging = compute.get_enum("staging", {"none", "pcie"}, "none");
+  model.staging = compute.get_enum("staging", kStagingChargeNames, StagingCharge::none);
   model.pcie_bandwidth = compute.get_bandwidth("pcie_bandwidth", "12GBps");
-  model.reduction = compute.get_enum("reduction", {"free", "memory_bandwidth"}, "free");
+  model.reduction = compute.get_enum("reduction", kReductionChargeNames, ReductionCharge::free);
   model.reduction_bandwidth =
       compute.has("reduction_bandwidth") ? compute.get_bandwidth("reduction_bandwidth") : model.memory_bandwidth;
-  if (model.reduction == "free" && compute.has("reduction_bandwidth"))
+  if (model.reduction == ReductionCharge::free && compute.has("reduction_bandwidth"))
     compute.fail("reduction_bandwidth", compute.raw("reduction_bandwidth"),
                  "no reduction_bandwidth unless compute.reduction is \"memory_bandwidth\"");
   compute.finish();
@@ -88,7 +88,7 @@ SparseVector LocalSelector::select(std::span<const float> acc, std::uint64_t k, 
                                    SelectionTraffic& traffic)
 {
   const std::uint64_t pass = 4 * static_cast<std::uint64_t>(acc.size());
-  const bool exact = config_.policy == "exact" || !have_threshold_ || iteration % config_.reevaluate_every == 0;
+  const bool exact = config_.policy == SelectionPolicy::exact || !have_threshold_ || iteration % config_.reevaluate_every == 0;
   if (exact) {
     // The exact top-k; its smallest magnitude is the k-th largest, the threshold reused afterwards.
     SparseVector selection = select_topk(acc, k);

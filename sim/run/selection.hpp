@@ -33,8 +33,16 @@ struct ThresholdRules {
 };
 ThresholdRules threshold_rules(const std::string& preset);
 
+enum class SelectionPolicy { exact, threshold_reuse };
+inline constexpr EnumNames<SelectionPolicy, 2> kSelectionPolicyNames{
+    {{SelectionPolicy::exact, "exact"}, {SelectionPolicy::threshold_reuse, "threshold_reuse"}}};
+// What a rank keeps between iterations for error feedback (SelectionConfig::residual).
+enum class ResidualKind { dense, none };
+inline constexpr EnumNames<ResidualKind, 2> kResidualKindNames{
+    {{ResidualKind::dense, "dense"}, {ResidualKind::none, "none"}}};
+
 struct SelectionConfig {
-  std::string policy = "exact";  // "exact" or "threshold_reuse"
+  SelectionPolicy policy = SelectionPolicy::exact;
   int reevaluate_every = 32;     // tau'
   ThresholdRules rules = threshold_rules("vgg");
   int warmup_iterations = 0;     // dense iterations before sparsification (counted in the iterations)
@@ -43,11 +51,11 @@ struct SelectionConfig {
   // - "none": nothing; each iteration selects from the fresh gradient (acc = gradient). Exact for the first
   //   sparse iteration (the residual is zero after the dense warm-up), an approximation afterwards. For
   //   runs at scale, where P*n floats do not fit.
-  std::string residual = "dense";
+  ResidualKind residual = ResidualKind::dense;
   nlohmann::json to_json() const;
 };
 // Reads the config's "selection" object; `default_policy` comes from the algorithm.
-SelectionConfig parse_selection(JsonReader selection, const std::string& default_policy);
+SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_policy);
 
 // What a selection cost in memory traffic, for the compute model: the streaming passes over acc (4 bytes per
 // entry each) and the (index, value) pairs written (8 bytes each).
@@ -70,18 +78,35 @@ struct SelectionTraffic {
 // - reduction (phase "reduction"): the work a rank does on received data (sums, merges, re-selections,
 //   Communicator::charge_reduction): "free", or "memory_bandwidth": the bytes it reads and writes over
 //   `reduction_bandwidth` (default: `memory_bandwidth`, the device; a host's bandwidth models host-side merges).
+enum class TrainingCharge { none, model, fixed };
+inline constexpr EnumNames<TrainingCharge, 3> kTrainingChargeNames{
+    {{TrainingCharge::none, "none"}, {TrainingCharge::model, "model"}, {TrainingCharge::fixed, "fixed"}}};
+enum class SelectionCharge { free, memory_bandwidth, measured };
+inline constexpr EnumNames<SelectionCharge, 3> kSelectionChargeNames{{{SelectionCharge::free, "free"},
+                                                                      {SelectionCharge::memory_bandwidth, "memory_bandwidth"},
+                                                                      {SelectionCharge::measured, "measured"}}};
+enum class StagingCharge { none, pcie };
+inline constexpr EnumNames<StagingCharge, 2> kStagingChargeNames{
+    {{StagingCharge::none, "none"}, {StagingCharge::pcie, "pcie"}}};
+enum class ReductionCharge { free, memory_bandwidth };
+inline constexpr EnumNames<ReductionCharge, 2> kReductionChargeNames{
+    {{ReductionCharge::free, "free"}, {ReductionCharge::memory_bandwidth, "memory_bandwidth"}}};
+
 struct ComputeModel {
-  std::string training = "none";
+  TrainingCharge training = TrainingCharge::none;
   Seconds forward_backward = 0;  // charged per iteration (resolved from the model table for "model")
-  std::string selection = "memory_bandwidth";
+  SelectionCharge selection = SelectionCharge::memory_bandwidth;
   BytesPerSecond memory_bandwidth = 732e9;
   double measured_scale = 1.0;
-  std::string staging = "none";
+  StagingCharge staging = StagingCharge::none;
   BytesPerSecond pcie_bandwidth = 12e9;
-  std::string reduction = "free";
+  ReductionCharge reduction = ReductionCharge::free;
   BytesPerSecond reduction_bandwidth = 732e9;
   // The rate Communicator::charge_reduction charges at: 0 for "free".
-  BytesPerSecond charged_reduction_bandwidth() const { return reduction == "free" ? 0 : reduction_bandwidth; }
+  BytesPerSecond charged_reduction_bandwidth() const
+  {
+    return reduction == ReductionCharge::free ? 0 : reduction_bandwidth;
+  }
   // One copy of an n-entry fp32 vector between device and host ("pcie" staging), else 0.
   Seconds staging_copy_time(std::uint64_t n) const;
   nlohmann::json to_json() const;

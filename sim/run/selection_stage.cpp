@@ -39,9 +39,9 @@ SparseVector SelectionStage::take_and_charge(Communicator& comm)
   Prepared& prepared = prepared_[comm.rank()];
   const ComputeModel& model = config_.compute;
   Seconds cost = 0;
-  if (model.selection == "memory_bandwidth")
+  if (model.selection == SelectionCharge::memory_bandwidth)
     cost = static_cast<double>(prepared.traffic.bytes_read + prepared.traffic.bytes_written) / model.memory_bandwidth;
-  else if (model.selection == "measured")
+  else if (model.selection == SelectionCharge::measured)
     cost = prepared.host_seconds * model.measured_scale;
   comm.spend("selection", cost);
   return std::move(prepared.selection);

@@ -24,7 +24,7 @@ class SelectionStage {
 public:
   explicit SelectionStage(const ExperimentConfig& config)
       : config_(config)
-      , keep_residual_(config.selection.residual == "dense")
+      , keep_residual_(config.selection.residual == ResidualKind::dense)
       , residuals_(keep_residual_ ? config.ranks : 0)
       , selectors_(config.ranks, LocalSelector(config.selection))
       , prepared_(config.ranks)
