@@ -32,12 +32,17 @@ std::optional<std::pair<double, std::string_view>> split_number_and_unit(std::st
   return std::make_pair(value, unit);
 }
 
+// The number of `text` times the scale of its unit in `table` (nothing for a malformed number or an
+// unknown unit).
 template <std::size_t N>
-std::optional<double> scale_of(std::string_view unit, const std::pair<std::string_view, double> (&table)[N])
+std::optional<double> parse_scaled(std::string_view text, const std::pair<std::string_view, double> (&table)[N])
 {
+  const auto parsed = split_number_and_unit(text);
+  if (!parsed)
+    return std::nullopt;
   for (const auto& [name, scale] : table)
-    if (unit == name)
-      return scale;
+    if (parsed->second == name)
+      return parsed->first * scale;
   return std::nullopt;
 }
 
@@ -47,13 +52,7 @@ std::optional<Seconds> parse_duration(std::string_view text)
 {
   static constexpr std::pair<std::string_view, double> units[] = {
       {"h", 3600.0}, {"min", 60.0}, {"s", 1.0}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}, {"ps", 1e-12}};
-  auto parsed = split_number_and_unit(text);
-  if (!parsed)
-    return std::nullopt;
-  auto scale = scale_of(parsed->second, units);
-  if (!scale)
-    return std::nullopt;
-  return parsed->first * *scale;
+  return parse_scaled(text, units);
 }
 
 std::optional<BytesPerSecond> parse_bandwidth(std::string_view text)
@@ -63,14 +62,11 @@ std::optional<BytesPerSecond> parse_bandwidth(std::string_view text)
       {"GBps", 1e9},          {"TBps", 1e12},          {"KiBps", 1024.0},       {"MiBps", 1048576.0},
       {"GiBps", 1073741824.0}, {"TiBps", 1099511627776.0}, {"bps", 0.125},       {"kbps", 1e3 / 8},
       {"Kbps", 1e3 / 8},      {"Mbps", 1e6 / 8},       {"Gbps", 1e9 / 8},       {"Tbps", 1e12 / 8}};
-  auto parsed = split_number_and_unit(text);
-  if (!parsed)
-    return std::nullopt;
-  auto scale = scale_of(parsed->second, units);
+  const auto bandwidth = parse_scaled(text, units);
   // Zero, and numbers that overflow (or vanish) once scaled by the unit, are no bandwidth.
-  if (!scale || !std::isnormal(parsed->first * *scale))
+  if (!bandwidth || !std::isnormal(*bandwidth))
     return std::nullopt;
-  return parsed->first * *scale;
+  return bandwidth;
 }
 
 std::optional<Bytes> parse_bytes(std::string_view text)
@@ -78,16 +74,10 @@ std::optional<Bytes> parse_bytes(std::string_view text)
   static constexpr std::pair<std::string_view, double> units[] = {
       {"B", 1.0},   {"kB", 1e3},         {"KB", 1e3},         {"MB", 1e6},           {"GB", 1e9},
       {"TB", 1e12}, {"KiB", 1024.0},     {"MiB", 1048576.0},  {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
-  auto parsed = split_number_and_unit(text);
-  if (!parsed)
+  const auto bytes = parse_scaled(text, units);
+  if (!bytes || *bytes != std::floor(*bytes) || *bytes > 1.8e19)
     return std::nullopt;
-  auto scale = scale_of(parsed->second, units);
-  if (!scale)
-    return std::nullopt;
-  double bytes = parsed->first * *scale;
-  if (bytes != std::floor(bytes) || bytes > 1.8e19)
-    return std::nullopt;
-  return static_cast<Bytes>(bytes);
+  return static_cast<Bytes>(*bytes);
 }
 
 std::string format_duration(Seconds s)
