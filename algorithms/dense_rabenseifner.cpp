@@ -9,6 +9,7 @@
 // rank v holds the full sum of block v; the doubling steps then swap ranges in the reverse order.
 #include "algorithms/algorithm.hpp"
 #include "algorithms/power_of_two.hpp"
+#include "algorithms/registry.hpp"
 
 namespace sparsim {
 namespace {
@@ -19,7 +20,8 @@ constexpr Tag kAllgatherTags = 500;
 
 class DenseRabenseifner final : public DenseAllreduce {
 public:
-  std::string name() const override { return "dense_rabenseifner"; }
+  static constexpr std::string_view kName = "dense_rabenseifner";
+  std::string name() const override { return std::string(kName); }
   nlohmann::json params() const override { return nlohmann::json::object(); }
 
   ClosedForm closed_form(const CostInputs& in) const override
@@ -92,6 +94,11 @@ public:
 
 }  // namespace
 
-std::unique_ptr<Algorithm> make_dense_rabenseifner(JsonReader&) { return std::make_unique<DenseRabenseifner>(); }
+SPARSIM_ALGORITHM_FILE(dense_rabenseifner)
+{
+  return {algorithm_entry<DenseRabenseifner>(
+      DenseRabenseifner::kName, "recursive-halving reduce-scatter then recursive-doubling allgather",
+      [](JsonReader&) { return std::make_unique<DenseRabenseifner>(); })};
+}
 
 }  // namespace sparsim

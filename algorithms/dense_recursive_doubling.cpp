@@ -4,6 +4,7 @@
 // two; other P are folded first (algorithms/power_of_two.hpp).
 #include "algorithms/algorithm.hpp"
 #include "algorithms/power_of_two.hpp"
+#include "algorithms/registry.hpp"
 
 #include <cmath>
 
@@ -15,7 +16,8 @@ constexpr Tag kUnfoldTag = 1001;
 
 class DenseRecursiveDoubling final : public DenseAllreduce {
 public:
-  std::string name() const override { return "dense_recursive_doubling"; }
+  static constexpr std::string_view kName = "dense_recursive_doubling";
+  std::string name() const override { return std::string(kName); }
   nlohmann::json params() const override { return nlohmann::json::object(); }
 
   ClosedForm closed_form(const CostInputs& in) const override
@@ -53,9 +55,11 @@ public:
 
 }  // namespace
 
-std::unique_ptr<Algorithm> make_dense_recursive_doubling(JsonReader&)
+SPARSIM_ALGORITHM_FILE(dense_recursive_doubling)
 {
-  return std::make_unique<DenseRecursiveDoubling>();
+  return {algorithm_entry<DenseRecursiveDoubling>(DenseRecursiveDoubling::kName,
+                                                  "log P rounds exchanging the whole vector",
+                                                  [](JsonReader&) { return std::make_unique<DenseRecursiveDoubling>(); })};
 }
 
 }  // namespace sparsim

@@ -6,6 +6,7 @@
 // holds the full sum of block (r + 1) mod P. The allgather then passes the reduced blocks around the ring
 // in P-1 more steps. Cost: 2(P-1) alpha + 2 (n/P)(P-1) w beta with w bytes per value.
 #include "algorithms/algorithm.hpp"
+#include "algorithms/registry.hpp"
 
 #include <fmt/format.h>
 
@@ -14,7 +15,8 @@ namespace {
 
 class DenseRing final : public DenseAllreduce {
 public:
-  std::string name() const override { return "dense_ring"; }
+  static constexpr std::string_view kName = "dense_ring";
+  std::string name() const override { return std::string(kName); }
   nlohmann::json params() const override { return nlohmann::json::object(); }
 
   ClosedForm closed_form(const CostInputs& in) const override
@@ -68,6 +70,10 @@ public:
 
 }  // namespace
 
-std::unique_ptr<Algorithm> make_dense_ring(JsonReader&) { return std::make_unique<DenseRing>(); }
+SPARSIM_ALGORITHM_FILE(dense_ring)
+{
+  return {algorithm_entry<DenseRing>(DenseRing::kName, "ring reduce-scatter then ring allgather, P-1 steps each",
+                                     [](JsonReader&) { return std::make_unique<DenseRing>(); })};
+}
 
 }  // namespace sparsim

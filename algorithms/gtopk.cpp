@@ -26,6 +26,7 @@
 // fp32 (8 bytes). The wire format is the workload's (workload.index_bytes / value_bytes): 8 + 8 models the
 // reference code.
 #include "algorithms/algorithm.hpp"
+#include "algorithms/registry.hpp"
 #include "sim/data/sparse_ops.hpp"
 
 namespace sparsim {
@@ -45,7 +46,8 @@ int tree_rounds(int ranks)
 
 class GTopk final : public SparseAllreduce {
 public:
-  std::string name() const override { return "gtopk"; }
+  static constexpr std::string_view kName = "gtopk";
+  std::string name() const override { return std::string(kName); }
   nlohmann::json params() const override { return nlohmann::json::object(); }
   ResidualRule residual_rule() const override { return ResidualRule::selected_in_result; }
   ResultSemantics result_semantics() const override { return ResultSemantics::reselected; }
@@ -117,9 +119,11 @@ public:
 
 }  // namespace
 
-std::unique_ptr<Algorithm> make_gtopk(JsonReader&)
+SPARSIM_ALGORITHM_FILE(gtopk)
 {
-  return std::make_unique<GTopk>();
+  return {algorithm_entry<GTopk>(GTopk::kName,
+                                 "local top-k, reduction tree re-selecting top-k at each merge, broadcast",
+                                 [](JsonReader&) { return std::make_unique<GTopk>(); })};
 }
 
 }  // namespace sparsim

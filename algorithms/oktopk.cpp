@@ -24,6 +24,7 @@
 
 #include "algorithms/algorithm.hpp"
 #include "algorithms/collectives.hpp"
+#include "algorithms/registry.hpp"
 #include "sim/data/dense.hpp"
 #include "sim/data/sparse_ops.hpp"
 
@@ -119,7 +120,8 @@ class OkTopk final : public SparseAllreduce {
 public:
   explicit OkTopk(Params params) : params_(std::move(params)) {}
 
-  std::string name() const override { return "oktopk"; }
+  static constexpr std::string_view kName = "oktopk";
+  std::string name() const override { return std::string(kName); }
   nlohmann::json params() const override
   {
     return {{"repartition_every", params_.repartition_every},
@@ -409,7 +411,9 @@ SplitStep oktopk_split_step(RankId r, int ranks, int step, bool rotation)
   return {peer, peer};
 }
 
-std::unique_ptr<Algorithm> make_oktopk(JsonReader& reader)
+namespace {
+
+std::unique_ptr<OkTopk> make_oktopk(JsonReader& reader)
 {
   Params p;
   p.repartition_every = static_cast<int>(reader.get_int("repartition_every", 64, 1, 1'000'000));
@@ -421,6 +425,15 @@ std::unique_ptr<Algorithm> make_oktopk(JsonReader& reader)
   p.balancing = reader.get_bool("balancing", true);
   p.rules = global_rules(reader.get_enum("global_rules", {"vgg", "lstm", "bert"}, "vgg"));
   return std::make_unique<OkTopk>(std::move(p));
+}
+
+}  // namespace
+
+SPARSIM_ALGORITHM_FILE(oktopk)
+{
+  return {algorithm_entry<OkTopk>(OkTopk::kName,
+                                  "Ok-Topk: balanced split-and-reduce, global threshold, balanced allgatherv",
+                                  make_oktopk)};
 }
 
 }  // namespace sparsim

@@ -1,39 +1,54 @@
 #include "algorithms/registry.hpp"
 
+#include <set>
+#include <stdexcept>
+
 namespace sparsim {
 
-// Factories, one per algorithm file.
-std::unique_ptr<Algorithm> make_dense_ring(JsonReader& params);
-std::unique_ptr<Algorithm> make_dense_recursive_doubling(JsonReader& params);
-std::unique_ptr<Algorithm> make_dense_rabenseifner(JsonReader& params);
-std::unique_ptr<Algorithm> make_topka(JsonReader& params);
-std::unique_ptr<Algorithm> make_oktopk(JsonReader& params);
-std::unique_ptr<Algorithm> make_sparcml_ssar_recursive_double(JsonReader& params);
-std::unique_ptr<Algorithm> make_sparcml_ssar_split_allgather(JsonReader& params);
-std::unique_ptr<Algorithm> make_sparcml_dsar_split_allgather(JsonReader& params);
-std::unique_ptr<Algorithm> make_gtopk(JsonReader& params);
+// The algorithm files, each named once, in the order `sparsim algorithms` lists their collectives (and error
+// messages list the valid names); within a file, its entries keep the order the file gives them. A new
+// algorithm file adds its name here.
+//
+// Why the registry calls one function per file instead of each file registering itself with a static object
+// (as SimGrid's SIMGRID_REGISTER_NETWORK_MODEL does from inside its shared library): sparsim_algorithms is a
+// static library, and the linker copies an archive member into an executable only when something refers to
+// it, so a file whose only reference is its own static registration object would silently drop out of
+// sparsim, of every test and of the fuzz and benchmark programs. Keeping it in takes the linker's whole-archive
+// mode ($<LINK_LIBRARY:WHOLE_ARCHIVE,...> needs CMake >= 3.24, the project asks for 3.22) or object files on
+// every final link line, and the order of static initialisation across files is unspecified, so the listing
+// would still need a sort key per algorithm. A call per file links every file in on any toolchain, builds the
+// registry on first use (no static-initialisation order to depend on), and its order is the order below.
+#define SPARSIM_ALGORITHM_FILES(FILE)                                                                            \
+  FILE(dense_ring)                                                                                               \
+  FILE(dense_recursive_doubling)                                                                                 \
+  FILE(dense_rabenseifner)                                                                                       \
+  FILE(topka)                                                                                                    \
+  FILE(oktopk)                                                                                                   \
+  FILE(gtopk)                                                                                                    \
+  FILE(sparcml_recursive_double)                                                                                 \
+  FILE(sparcml_split_allgather)
+
+#define SPARSIM_DECLARE_ALGORITHM_FILE(file) SPARSIM_ALGORITHM_FILE(file);
+SPARSIM_ALGORITHM_FILES(SPARSIM_DECLARE_ALGORITHM_FILE)
+#undef SPARSIM_DECLARE_ALGORITHM_FILE
 
 const std::vector<AlgorithmEntry>& algorithm_registry()
 {
-  static const std::vector<AlgorithmEntry> entries = {
-      {"dense_ring", "dense", "ring reduce-scatter then ring allgather, P-1 steps each", make_dense_ring},
-      {"dense_recursive_doubling", "dense", "log P rounds exchanging the whole vector",
-       make_dense_recursive_doubling},
-      {"dense_rabenseifner", "dense", "recursive-halving reduce-scatter then recursive-doubling allgather",
-       make_dense_rabenseifner},
-      {"topka", "sparse", "exact local top-k, allgather of the selections, union sum", make_topka},
-      {"oktopk", "sparse", "Ok-Topk: balanced split-and-reduce, global threshold, balanced allgatherv", make_oktopk},
-      {"gtopk", "sparse", "local top-k, reduction tree re-selecting top-k at each merge, broadcast", make_gtopk},
-      {"sparcml_ssar_recursive_double", "sparse",
-       "SparCML: log P rounds swapping and summing the whole sparse vector (fill-in), union sum",
-       make_sparcml_ssar_recursive_double},
-      {"sparcml_ssar_split_allgather", "sparse",
-       "SparCML: sparse reduce-scatter to static region owners, Bruck allgather of the sparse regions, union sum",
-       make_sparcml_ssar_split_allgather},
-      {"sparcml_dsar_split_allgather", "sparse",
-       "SparCML: as the SSAR split allgather, regions switch to dense when cheaper (switch: per_region, global)",
-       make_sparcml_dsar_split_allgather},
-  };
+  static const std::vector<AlgorithmEntry> entries = [] {
+    std::vector<AlgorithmEntry> all;
+    std::set<std::string> names;
+    for (auto* registered_in : {
+#define SPARSIM_LIST_ALGORITHM_FILE(file) &algorithms_registered_in_##file,
+             SPARSIM_ALGORITHM_FILES(SPARSIM_LIST_ALGORITHM_FILE)
+#undef SPARSIM_LIST_ALGORITHM_FILE
+         })
+      for (auto& entry : registered_in()) {
+        if (!names.insert(entry.name).second)
+          throw std::logic_error("algorithm registered twice: " + entry.name);
+        all.push_back(std::move(entry));
+      }
+    return all;
+  }();
   return entries;
 }
 

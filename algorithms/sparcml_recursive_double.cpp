@@ -19,6 +19,7 @@
 // result back ("unfold"). That costs one message of k elements and one of |U| elements more.
 #include "algorithms/algorithm.hpp"
 #include "algorithms/power_of_two.hpp"
+#include "algorithms/registry.hpp"
 #include "sim/data/sparse_ops.hpp"
 
 #include <algorithm>
@@ -31,7 +32,8 @@ constexpr Tag kUnfoldTag = 1001;
 
 class SparcmlRecursiveDouble final : public SparseAllreduce {
 public:
-  std::string name() const override { return "sparcml_ssar_recursive_double"; }
+  static constexpr std::string_view kName = "sparcml_ssar_recursive_double";
+  std::string name() const override { return std::string(kName); }
   nlohmann::json params() const override { return nlohmann::json::object(); }
   ResidualRule residual_rule() const override { return ResidualRule::all_selected; }
   ResultSemantics result_semantics() const override { return ResultSemantics::union_sum; }
@@ -135,9 +137,12 @@ public:
 
 }  // namespace
 
-std::unique_ptr<Algorithm> make_sparcml_ssar_recursive_double(JsonReader&)
+SPARSIM_ALGORITHM_FILE(sparcml_recursive_double)
 {
-  return std::make_unique<SparcmlRecursiveDouble>();
+  return {algorithm_entry<SparcmlRecursiveDouble>(
+      SparcmlRecursiveDouble::kName,
+      "SparCML: log P rounds swapping and summing the whole sparse vector (fill-in), union sum",
+      [](JsonReader&) { return std::make_unique<SparcmlRecursiveDouble>(); })};
 }
 
 }  // namespace sparsim

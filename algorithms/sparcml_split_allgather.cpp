@@ -30,6 +30,7 @@
 // between 4k(P-1)/P and 2k(P-1)/P + n(P-1)/P words.
 #include "algorithms/algorithm.hpp"
 #include "algorithms/collectives.hpp"
+#include "algorithms/registry.hpp"
 #include "sim/data/sparse_ops.hpp"
 
 #include <algorithm>
@@ -113,11 +114,14 @@ void append_region(const ReducedRegion& region, SparseVector& out)
 
 class SparcmlSplitAllgather final : public SparseAllreduce {
 public:
+  static constexpr std::string_view kSsarName = "sparcml_ssar_split_allgather";
+  static constexpr std::string_view kDsarName = "sparcml_dsar_split_allgather";
+
   SparcmlSplitAllgather(Encoding encoding, int throttle) : encoding_(encoding), throttle_(throttle) {}
 
   std::string name() const override
   {
-    return encoding_ == Encoding::sparse ? "sparcml_ssar_split_allgather" : "sparcml_dsar_split_allgather";
+    return std::string(encoding_ == Encoding::sparse ? kSsarName : kDsarName);
   }
   nlohmann::json params() const override
   {
@@ -254,21 +258,29 @@ private:
   int throttle_;
 };
 
-}  // namespace
-
 // The reduce-scatter posts at most `throttle` steps at a time (MPICH's MPIR_CVAR_ALLTOALL_THROTTLE, 32).
 int read_throttle(JsonReader& params) { return static_cast<int>(params.get_int("throttle", 32, 1, 1 << 20)); }
 
-std::unique_ptr<Algorithm> make_sparcml_ssar_split_allgather(JsonReader& params)
-{
-  return std::make_unique<SparcmlSplitAllgather>(Encoding::sparse, read_throttle(params));
-}
+}  // namespace
 
-std::unique_ptr<Algorithm> make_sparcml_dsar_split_allgather(JsonReader& params)
+SPARSIM_ALGORITHM_FILE(sparcml_split_allgather)
 {
-  const std::string rule = params.get_enum("switch", {"per_region", "global"}, "per_region");
-  return std::make_unique<SparcmlSplitAllgather>(rule == "global" ? Encoding::global : Encoding::per_region,
-                                                 read_throttle(params));
+  return {
+      algorithm_entry<SparcmlSplitAllgather>(
+          SparcmlSplitAllgather::kSsarName,
+          "SparCML: sparse reduce-scatter to static region owners, Bruck allgather of the sparse regions, union sum",
+          [](JsonReader& params) {
+            return std::make_unique<SparcmlSplitAllgather>(Encoding::sparse, read_throttle(params));
+          }),
+      algorithm_entry<SparcmlSplitAllgather>(
+          SparcmlSplitAllgather::kDsarName,
+          "SparCML: as the SSAR split allgather, regions switch to dense when cheaper (switch: per_region, global)",
+          [](JsonReader& params) {
+            const std::string rule = params.get_enum("switch", {"per_region", "global"}, "per_region");
+            return std::make_unique<SparcmlSplitAllgather>(
+                rule == "global" ? Encoding::global : Encoding::per_region, read_throttle(params));
+          }),
+  };
 }
 
 }  // namespace sparsim

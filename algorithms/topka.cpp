@@ -9,6 +9,7 @@
 // (algorithms/collectives.hpp).
 #include "algorithms/algorithm.hpp"
 #include "algorithms/collectives.hpp"
+#include "algorithms/registry.hpp"
 #include "sim/data/sparse_ops.hpp"
 
 #include <cmath>
@@ -20,7 +21,8 @@ class TopkA final : public SparseAllreduce {
 public:
   explicit TopkA(std::string allgather) : allgather_(std::move(allgather)) {}
 
-  std::string name() const override { return "topka"; }
+  static constexpr std::string_view kName = "topka";
+  std::string name() const override { return std::string(kName); }
   nlohmann::json params() const override { return {{"allgather", allgather_}}; }
   ResidualRule residual_rule() const override { return ResidualRule::all_selected; }
   ResultSemantics result_semantics() const override { return ResultSemantics::union_sum; }
@@ -65,9 +67,13 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Algorithm> make_topka(JsonReader& params)
+SPARSIM_ALGORITHM_FILE(topka)
 {
-  return std::make_unique<TopkA>(params.get_enum("allgather", {"ring", "recursive_doubling"}, "ring"));
+  return {algorithm_entry<TopkA>(TopkA::kName, "exact local top-k, allgather of the selections, union sum",
+                                 [](JsonReader& params) {
+                                   return std::make_unique<TopkA>(
+                                       params.get_enum("allgather", {"ring", "recursive_doubling"}, "ring"));
+                                 })};
 }
 
 }  // namespace sparsim
