@@ -1,7 +1,11 @@
 // Small building blocks several algorithms share: allgathers of per-rank payloads and an allreduce of a
-// few integers. Each is written as its steps; the caller wraps it in a phase.
+// few integers. Each is written as its steps; the caller wraps it in a phase. (Reductions charged by
+// construction and the exchange in waves: algorithms/steps.hpp; folding onto a power of two:
+// algorithms/power_of_two.hpp.)
 #pragma once
 
+#include "algorithms/power_of_two.hpp"
+#include "algorithms/steps.hpp"
 #include "sim/comm/communicator.hpp"
 #include "sim/data/wire.hpp"
 
@@ -9,8 +13,6 @@
 #include <vector>
 
 namespace sparsim {
-
-template <class T> using Gathered = std::vector<std::shared_ptr<const T>>;  // indexed by owner rank
 
 // Ring allgather: in step s rank r passes on the part of rank (r - s) mod P to the right and receives the
 // part of (r - s - 1) mod P from the left. P-1 steps; every part crosses every link once.
@@ -53,35 +55,26 @@ template <class T> Gathered<T> bruck_allgather(Communicator& comm, std::shared_p
 }
 
 // Elementwise sum over ranks of a few integers by recursive doubling (log2 P rounds exchanging the whole
-// vector; other P fold their extra ranks first, as algorithms/power_of_two.hpp does for dense vectors).
+// vector; other P fold their extra ranks first, algorithms/power_of_two.hpp). Tags: tag_base to fold,
+// tag_base + 1 to unfold, tag_base + 2 + i in round i. These integer additions are not charged under
+// compute.reduction, which charges the collectives' vector work (sums, merges, re-selections).
 inline std::vector<std::int64_t> allreduce_sum(Communicator& comm, std::vector<std::int64_t> mine, Tag tag_base)
 {
-  const int P = comm.size();
-  const int r = comm.rank();
-  int p2 = 1;
-  while (p2 * 2 <= P)
-    p2 *= 2;
-  const int rem = P - p2;
+  const PowerOfTwoFold fold(comm.size());
   auto add = [&](const Counts& other) {
     for (std::size_t i = 0; i < mine.size(); ++i)
       mine[i] += other.values.at(i);
+    return Bytes{0};  // not charged (above)
   };
   auto share = [&] { return std::make_shared<const Counts>(Counts{mine}); };
-  // Fold: the even rank of each of the first rem pairs hands its vector to the odd one and waits.
-  if (r < 2 * rem && r % 2 == 0) {
-    comm.send(r + 1, tag_base, share());
-    return comm.recv<Counts>(r + 1, tag_base + 1)->values;
-  }
-  if (r < 2 * rem)
-    add(*comm.recv<Counts>(r - 1, tag_base));
-  const int vr = r < 2 * rem ? r / 2 : r - rem;
-  auto real = [&](int v) { return v < rem ? 2 * v + 1 : v + rem; };
-  for (int distance = 1, round = 2; distance < p2; distance *= 2, ++round) {
-    const RankId partner = real(vr ^ distance);
-    add(*comm.sendrecv(partner, share(), partner, tag_base + round));
-  }
-  if (r < 2 * rem)
-    comm.send(r - 1, tag_base + 1, share());
+  // The even rank of each of the first rem pairs hands its vector to the odd one and waits for the result.
+  fold.fold(comm, tag_base, share, add);
+  const int vr = fold.virtual_rank(comm.rank());
+  if (vr >= 0)
+    fold.rounds(vr, [&](RankId partner, int round, int) {
+      add(*comm.sendrecv(partner, share(), partner, tag_base + 2 + round));
+    });
+  fold.unfold(comm, tag_base + 1, share, [&](const std::shared_ptr<const Counts>& sum) { mine = sum->values; });
   return mine;
 }
 

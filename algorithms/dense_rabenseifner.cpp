@@ -46,7 +46,7 @@ public:
   void allreduce(Communicator& comm, DenseVector& data) const override
   {
     const PowerOfTwoFold fold(comm.size());
-    fold.fold(comm, data, kFoldTag);
+    fold.fold_dense(comm, data, kFoldTag);
     const int vr = fold.virtual_rank(comm.rank());
     if (vr >= 0) {
       const int p2 = fold.p2();
@@ -66,8 +66,7 @@ public:
           lo = keep_lower ? lo : mid;
           hi = keep_lower ? mid : hi;
           auto incoming = comm.sendrecv(partner, extract_block(data, at(send_lo), at(send_hi)), partner, step);
-          accumulate_block(data, at(lo), *incoming);
-          comm.charge_reduction(accumulate_traffic(*incoming));
+          add_received(comm, data, at(lo), *incoming);
         }
       }
       // Phase 2, allgather by recursive doubling: swap reduced ranges, doubling them each step.
@@ -88,7 +87,7 @@ public:
         }
       }
     }
-    fold.unfold(comm, data, kUnfoldTag);
+    fold.unfold_dense(comm, data, kUnfoldTag);
   }
 };
 

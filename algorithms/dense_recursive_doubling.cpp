@@ -37,19 +37,17 @@ public:
   void allreduce(Communicator& comm, DenseVector& data) const override
   {
     const PowerOfTwoFold fold(comm.size());
-    fold.fold(comm, data, kFoldTag);
+    fold.fold_dense(comm, data, kFoldTag);
     const int vr = fold.virtual_rank(comm.rank());
     if (vr >= 0) {
       // Exchange the whole vector with the partner at distance 2^i and add it, log2 p2 times.
       auto scope = comm.phase("exchange");
-      for (int distance = 1, round = 0; distance < fold.p2(); distance *= 2, ++round) {
-        const RankId partner = fold.real_rank(vr ^ distance);
+      fold.rounds(vr, [&](RankId partner, int round, int) {
         auto incoming = comm.sendrecv(partner, extract_block(data, 0, data.length), partner, round);
-        accumulate_block(data, 0, *incoming);
-        comm.charge_reduction(accumulate_traffic(*incoming));
-      }
+        add_received(comm, data, 0, *incoming);
+      });
     }
-    fold.unfold(comm, data, kUnfoldTag);
+    fold.unfold_dense(comm, data, kUnfoldTag);
   }
 };
 
@@ -57,9 +55,9 @@ public:
 
 SPARSIM_ALGORITHM_FILE(dense_recursive_doubling)
 {
-  return {algorithm_entry<DenseRecursiveDoubling>(DenseRecursiveDoubling::kName,
-                                                  "log P rounds exchanging the whole vector",
-                                                  [](JsonReader&) { return std::make_unique<DenseRecursiveDoubling>(); })};
+  return {algorithm_entry<DenseRecursiveDoubling>(
+      DenseRecursiveDoubling::kName, "log P rounds exchanging the whole vector",
+      [](JsonReader&) { return std::make_unique<DenseRecursiveDoubling>(); })};
 }
 
 }  // namespace sparsim

@@ -7,6 +7,7 @@
 // in P-1 more steps. Cost: 2(P-1) alpha + 2 (n/P)(P-1) w beta with w bytes per value.
 #include "algorithms/algorithm.hpp"
 #include "algorithms/registry.hpp"
+#include "algorithms/steps.hpp"
 
 #include <fmt/format.h>
 
@@ -51,8 +52,7 @@ public:
         auto [send_begin, send_end] = block(r - step);
         auto [recv_begin, recv_end] = block(r - step - 1);
         auto incoming = comm.sendrecv(right, extract_block(data, send_begin, send_end), left, step);
-        accumulate_block(data, recv_begin, *incoming);
-        comm.charge_reduction(accumulate_traffic(*incoming));
+        add_received(comm, data, recv_begin, *incoming);
       }
     }
     // Phase 2, allgather: pass the reduced blocks around the ring, overwriting the stale copies.

@@ -27,6 +27,7 @@
 // reference code.
 #include "algorithms/algorithm.hpp"
 #include "algorithms/registry.hpp"
+#include "algorithms/steps.hpp"
 #include "sim/data/sparse_ops.hpp"
 
 namespace sparsim {
@@ -73,10 +74,11 @@ public:
     // Local top-k: the rank loop hands the exact top-k; a larger selection (a reused threshold) is cut to
     // its top-k, so that every set on the tree holds at most k pairs.
     auto current = input.local_selection;
-    if (current->size() > k) {
-      current = std::make_shared<const SparseVector>(top_k_by_magnitude(*current, k));
-      comm.charge_reduction(pair_traffic(input.local_selection->size(), k));
-    }
+    if (current->size() > k)
+      reduce_charged(comm, [&] {
+        current = std::make_shared<const SparseVector>(top_k_by_magnitude(*current, k));
+        return pair_traffic(input.local_selection->size(), k);
+      });
 
     // Reduction tree: receive from r + 2^i while r's low i+1 bits are zero, then send to the parent and stop.
     int distance = 1;
@@ -87,18 +89,15 @@ public:
           comm.send(r - distance, kReduceTag, current);
           break;
         }
-        if (r + distance < P) {
-          Bytes traffic = 0;
-          {
+        if (r + distance < P)
+          reduce_charged(comm, [&] {  // charged once the received set and the sum are released
             const auto received = comm.recv<SparseVector>(r + distance, kReduceTag);
             const SparseVector merged = merge_sum(*current, *received);
             const std::size_t inputs = current->size() + received->size();
             current = std::make_shared<const SparseVector>(top_k_by_magnitude(merged, k));
             // The merge reads both sets and writes the sum; the re-selection reads the sum and writes k.
-            traffic = pair_traffic(inputs + merged.size(), merged.size() + current->size());
-          }
-          comm.charge_reduction(traffic);  // once the received set and the sum are released
-        }
+            return pair_traffic(inputs + merged.size(), merged.size() + current->size());
+          });
       }
     }
 

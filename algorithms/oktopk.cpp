@@ -25,6 +25,7 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/collectives.hpp"
 #include "algorithms/registry.hpp"
+#include "algorithms/steps.hpp"
 #include "sim/data/dense.hpp"
 #include "sim/data/sparse_ops.hpp"
 
@@ -223,24 +224,20 @@ private:
 
     // Count exchange: an alltoall of one integer, in the same steps and waves as the data (posting all P-1
     // at once would also be slow to simulate: SimGrid's cost per event grows with the flows in flight).
+    auto schedule = [&](int step) { return oktopk_split_step(r, P, step, params_.rotation); };
     std::vector<std::int64_t> announced(P, 0);
     {
       auto scope = comm.phase("split_counts");
-      for (int first = 1; first < P; first += params_.bucket) {
-        std::vector<Request> sends;
-        std::vector<std::pair<RankId, Request>> receives;
-        for (int step = first; step < std::min(P, first + params_.bucket); ++step) {
-          auto [dest, source] = oktopk_split_step(r, P, step, params_.rotation);
-          const auto count = static_cast<std::int64_t>(slices[dest]->size());
-          sends.push_back(comm.isend(dest, kCountsTag, std::make_shared<const Counts>(Counts{{count}})));
-          receives.emplace_back(source, comm.irecv(source, kCountsTag));
-        }
-        comm.wait_all(sends);
-        for (auto& [source, request] : receives) {
-          comm.wait(request);
-          announced[source] = comm.take<Counts>(request)->values.at(0);
-        }
-      }
+      exchange_in_waves(
+          comm, params_.bucket, schedule,
+          [&](const ExchangeStep& step, std::vector<Request>& sends, std::vector<Request>& receives) {
+            const auto count = static_cast<std::int64_t>(slices[step.dest]->size());
+            sends.push_back(comm.isend(step.dest, kCountsTag, std::make_shared<const Counts>(Counts{{count}})));
+            receives.push_back(comm.irecv(step.source, kCountsTag));
+          },
+          [&](const ExchangeStep& step, std::vector<Request>& receives) {
+            announced[step.source] = comm.take<Counts>(receives[0])->values.at(0);
+          });
     }
 
     // Split: P-1 steps in waves of `bucket`; each wave's messages fly together. The owner sums after the
@@ -249,42 +246,30 @@ private:
     parts[r] = slices[r];
     {
       auto scope = comm.phase("split");
-      for (int first = 1; first < P; first += params_.bucket) {
-        const int last = std::min(P, first + params_.bucket);
-        std::vector<Request> sends;
-        std::vector<std::pair<RankId, std::vector<Request>>> receives;
-        for (int step = first; step < last; ++step) {
-          auto [dest, source] = oktopk_split_step(r, P, step, params_.rotation);
-          const Tag tag = kSplitTag;  // one message (pair) per source: the source alone identifies it
-          std::vector<Request> incoming;
-          if (params_.messages_per_step == 1) {
-            sends.push_back(comm.isend(dest, tag, slices[dest]));
-            incoming.push_back(comm.irecv(source, tag));
-          } else {
-            sends.push_back(comm.isend(dest, tag, std::make_shared<const SliceIndices>(SliceIndices{slices[dest]})));
-            sends.push_back(comm.isend(dest, tag + 1, std::make_shared<const SliceValues>(SliceValues{slices[dest]})));
-            incoming.push_back(comm.irecv(source, tag));
-            incoming.push_back(comm.irecv(source, tag + 1));
-          }
-          receives.emplace_back(source, std::move(incoming));
-        }
-        comm.wait_all(sends);
-        for (auto& [source, incoming] : receives) {
-          comm.wait_all(incoming);
-          parts[source] = params_.messages_per_step == 1 ? comm.take<SparseSlice>(incoming[0])
-                                                         : comm.take<SliceIndices>(incoming[0])->slice;
-          if (static_cast<std::int64_t>(parts[source]->size()) != announced[source])
-            throw std::logic_error("oktopk: a region slice differs from its announced count");
-        }
-      }
+      const Tag tag = kSplitTag;  // one message (pair) per source: the source alone identifies it
+      exchange_in_waves(
+          comm, params_.bucket, schedule,
+          [&](const ExchangeStep& step, std::vector<Request>& sends, std::vector<Request>& receives) {
+            const auto& slice = slices[step.dest];
+            if (params_.messages_per_step == 1) {
+              sends.push_back(comm.isend(step.dest, tag, slice));
+              receives.push_back(comm.irecv(step.source, tag));
+            } else {
+              sends.push_back(comm.isend(step.dest, tag, std::make_shared<const SliceIndices>(SliceIndices{slice})));
+              sends.push_back(comm.isend(step.dest, tag + 1, std::make_shared<const SliceValues>(SliceValues{slice})));
+              receives.push_back(comm.irecv(step.source, tag));
+              receives.push_back(comm.irecv(step.source, tag + 1));
+            }
+          },
+          [&](const ExchangeStep& step, std::vector<Request>& receives) {
+            parts[step.source] = params_.messages_per_step == 1 ? comm.take<SparseSlice>(receives[0])
+                                                                : comm.take<SliceIndices>(receives[0])->slice;
+            if (static_cast<std::int64_t>(parts[step.source]->size()) != announced[step.source])
+              throw std::logic_error("oktopk: a region slice differs from its announced count");
+          });
     }
     // Reduce: the owner sums the slices of its region in rank order.
-    std::vector<SparseView> ordered;
-    for (const auto& part : parts)
-      ordered.push_back(part->view());
-    SparseVector reduced = sum_in_order(ordered);
-    comm.charge_reduction(pair_traffic(total_pairs(parts), reduced.size()));
-    return reduced;
+    return sum_received_in_order(comm, parts);
   }
 
   // Re-evaluation: gather every reduced region, take the exact top-k; its k-th magnitude becomes gth.
@@ -298,9 +283,12 @@ private:
       regions = bruck_allgather(comm, std::move(reduced), kGatherTag);
     }
     // Every rank holds the same regions: the top-k of their concatenation is computed once for all.
-    auto result = comm.computed_once(
-        regions, [&] { return std::make_shared<const SparseVector>(top_k_by_magnitude(concatenate(regions), k)); });
-    comm.charge_reduction(pair_traffic(total_pairs(regions), result->size()));
+    auto result = reduce_charged(comm, [&] {
+      auto top = comm.computed_once(
+          regions, [&] { return std::make_shared<const SparseVector>(top_k_by_magnitude(concatenate(regions), k)); });
+      const Bytes traffic = pair_traffic(total_pairs(regions), top->size());
+      return Reduced{std::move(top), traffic};
+    });
     double kth = 0;
     if (result->size() == k && k > 0) {
       kth = std::fabs(result->values[0]);
@@ -318,12 +306,14 @@ private:
     const int P = comm.size();
     // G_r: the reduced entries above the global threshold.
     auto global = std::make_shared<SparseVector>();
-    for (std::size_t e = 0; e < reduced.size(); ++e)
-      if (std::fabs(reduced.values[e]) > state.global_threshold) {
-        global->indices.push_back(reduced.indices[e]);
-        global->values.push_back(reduced.values[e]);
-      }
-    comm.charge_reduction(pair_traffic(reduced.size(), global->size()));
+    reduce_charged(comm, [&] {
+      for (std::size_t e = 0; e < reduced.size(); ++e)
+        if (std::fabs(reduced.values[e]) > state.global_threshold) {
+          global->indices.push_back(reduced.indices[e]);
+          global->values.push_back(reduced.values[e]);
+        }
+      return pair_traffic(reduced.size(), global->size());
+    });
 
     // Every rank learns every |G_q|; gth is corrected for the next iteration when the total leaves the window.
     std::vector<std::int64_t> counts(P);
@@ -405,7 +395,7 @@ private:
 SplitStep oktopk_split_step(RankId r, int ranks, int step, bool rotation)
 {
   if (rotation)
-    return {(r + step) % ranks, (r - step + ranks) % ranks};
+    return rotated_step(r, ranks, step);
   // Ablation: every rank walks the destinations in rank order (region 0 first), skipping itself.
   const RankId peer = step - 1 < r ? step - 1 : step;
   return {peer, peer};

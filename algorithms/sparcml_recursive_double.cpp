@@ -20,6 +20,7 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/power_of_two.hpp"
 #include "algorithms/registry.hpp"
+#include "algorithms/steps.hpp"
 #include "sim/data/sparse_ops.hpp"
 
 #include <algorithm>
@@ -91,17 +92,17 @@ public:
     const RankId r = comm.rank();
     auto current = input.local_selection;
 
-    // Fold: the even rank of each of the first rem pairs hands its selection to its odd neighbour.
-    if (r < 2 * fold.rem()) {
+    // Fold: the even rank of each of the first rem pairs hands its selection to its odd neighbour, which sums
+    // merge_sum(S_2i, S_2i+1).
+    if (fold.in_pair(r)) {
       auto scope = comm.phase("fold");
-      if (r % 2 == 0)
-        comm.send(r + 1, kFoldTag, current);
-      else {
-        const auto received = comm.recv<SparseVector>(r - 1, kFoldTag);
-        const std::size_t inputs = received->size() + current->size();
-        current = std::make_shared<const SparseVector>(merge_sum(*received, *current));
-        comm.charge_reduction(pair_traffic(inputs, current->size()));
-      }
+      fold.fold(
+          comm, kFoldTag, [&] { return current; },
+          [&](const SparseVector& received) {
+            const std::size_t inputs = received.size() + current->size();
+            current = std::make_shared<const SparseVector>(merge_sum(received, *current));
+            return pair_traffic(inputs, current->size());
+          });
     }
 
     // Recursive doubling: in round i swap the whole sparse vector with the virtual rank at distance 2^i and
@@ -109,27 +110,28 @@ public:
     const int vr = fold.virtual_rank(r);
     if (vr >= 0) {
       auto scope = comm.phase("exchange");
-      for (int distance = 1, round = 0; distance < fold.p2(); distance *= 2, ++round) {
-        const RankId partner = fold.real_rank(vr ^ distance);
+      fold.rounds(vr, [&](RankId partner, int round, int distance) {
         auto incoming = comm.sendrecv(partner, current, partner, round);
         const bool lower = (vr & distance) == 0;
         const std::vector<std::shared_ptr<const SparseVector>> halves =
             lower ? std::vector{current, incoming} : std::vector{incoming, current};
         // The 2 * distance virtual ranks of this round's group all sum these two payloads.
-        current = comm.computed_once_by(halves, 2 * distance, [&] {
-          return std::make_shared<const SparseVector>(merge_sum(*halves[0], *halves[1]));
+        current = reduce_charged(comm, [&] {
+          auto sum = comm.computed_once_by(halves, 2 * distance, [&] {
+            return std::make_shared<const SparseVector>(merge_sum(*halves[0], *halves[1]));
+          });
+          const Bytes traffic = pair_traffic(halves[0]->size() + halves[1]->size(), sum->size());
+          return Reduced{std::move(sum), traffic};
         });
-        comm.charge_reduction(pair_traffic(halves[0]->size() + halves[1]->size(), current->size()));
-      }
+      });
     }
 
     // Unfold: the odd rank hands the result back to its even neighbour.
-    if (r < 2 * fold.rem()) {
+    if (fold.in_pair(r)) {
       auto scope = comm.phase("unfold");
-      if (r % 2 == 1)
-        comm.send(r - 1, kUnfoldTag, current);
-      else
-        current = comm.recv<SparseVector>(r + 1, kUnfoldTag);
+      fold.unfold(
+          comm, kUnfoldTag, [&] { return current; },
+          [&](std::shared_ptr<const SparseVector> result) { current = std::move(result); });
     }
     return current;
   }

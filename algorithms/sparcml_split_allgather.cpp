@@ -31,6 +31,7 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/collectives.hpp"
 #include "algorithms/registry.hpp"
+#include "algorithms/steps.hpp"
 #include "sim/data/sparse_ops.hpp"
 
 #include <algorithm>
@@ -191,30 +192,21 @@ public:
     Gathered<SparseSlice> slices(P);  // views of the selection
     {
       auto scope = comm.phase("reduce_scatter");
-      for (int first = 1; first < P; first += throttle_) {
-        std::vector<Request> sends;
-        std::vector<Request> receives;  // receives[s - first] is step s's, from rank (r - s) mod P
-        const int last = std::min(P, first + throttle_);
-        for (int s = first; s < last; ++s) {
-          const int dest = (r + s) % P;
-          sends.push_back(comm.isend(dest, kReduceScatterTag,
-                                     std::make_shared<const SparseSlice>(slice_of(
-                                         input.local_selection, region_begin(dest), region_begin(dest + 1)))));
-          receives.push_back(comm.irecv((r - s + P) % P, kReduceScatterTag));
-        }
-        comm.wait_all(sends);
-        comm.wait_all(receives);
-        for (int s = first; s < last; ++s)
-          slices[(r - s + P) % P] = comm.take<SparseSlice>(receives[s - first]);
-      }
+      exchange_in_waves(
+          comm, throttle_, [&](int s) { return rotated_step(r, P, s); },
+          [&](const ExchangeStep& step, std::vector<Request>& sends, std::vector<Request>& receives) {
+            auto slice = std::make_shared<const SparseSlice>(
+                slice_of(input.local_selection, region_begin(step.dest), region_begin(step.dest + 1)));
+            sends.push_back(comm.isend(step.dest, kReduceScatterTag, std::move(slice)));
+            receives.push_back(comm.irecv(step.source, kReduceScatterTag));
+          },
+          [&](const ExchangeStep& step, std::vector<Request>& receives) {
+            slices[step.source] = comm.take<SparseSlice>(receives[0]);
+          });
     }
     slices[r] =
         std::make_shared<const SparseSlice>(slice_of(input.local_selection, region_begin(r), region_begin(r + 1)));
-    std::vector<SparseView> parts;
-    for (const auto& part : slices)
-      parts.push_back(part->view());
-    SparseVector reduced = sum_in_order(parts);
-    comm.charge_reduction(pair_traffic(total_pairs(slices), reduced.size()));
+    SparseVector reduced = sum_received_in_order(comm, slices);
 
     // Phase 2 (global switch only): every rank learns the union's size, as the reference's allgather of
     // counts before its allgatherv.
@@ -233,10 +225,18 @@ public:
 
     // Phase 3, allgather of the reduced regions (Bruck), sparse or dense as decided above.
     const std::uint64_t region_length = region_begin(r + 1) - region_begin(r);
+    auto region = [&] {
+      return std::make_shared<const ReducedRegion>(
+          make_region(region_begin(r), region_length, std::move(reduced), dense));
+    };
+    std::shared_ptr<const ReducedRegion> mine;
     if (dense)  // the reduced pairs scattered into a zeroed fp32 region
-      comm.charge_reduction(pair_traffic(reduced.size(), 0) + 4 * region_length);
-    auto mine = std::make_shared<const ReducedRegion>(
-        make_region(region_begin(r), region_length, std::move(reduced), dense));
+      mine = reduce_charged(comm, [&] {
+        const Bytes traffic = pair_traffic(reduced.size(), 0) + 4 * region_length;
+        return Reduced{region(), traffic};
+      });
+    else
+      mine = region();
     Gathered<ReducedRegion> regions;
     {
       auto scope = comm.phase("allgather");

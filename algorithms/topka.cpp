@@ -10,6 +10,7 @@
 #include "algorithms/algorithm.hpp"
 #include "algorithms/collectives.hpp"
 #include "algorithms/registry.hpp"
+#include "algorithms/steps.hpp"
 #include "sim/data/sparse_ops.hpp"
 
 #include <cmath>
@@ -51,14 +52,16 @@ public:
     }
     // Union sum in rank order: every rank holds the same parts, so it is computed once for all (and charged
     // to every rank).
-    auto sum = comm.computed_once(gathered, [&] {
-      std::vector<const SparseVector*> parts;
-      for (const auto& part : gathered)
-        parts.push_back(part.get());
-      return std::make_shared<const SparseVector>(sum_in_order(parts));
+    return reduce_charged(comm, [&] {
+      auto sum = comm.computed_once(gathered, [&] {
+        std::vector<const SparseVector*> parts;
+        for (const auto& part : gathered)
+          parts.push_back(part.get());
+        return std::make_shared<const SparseVector>(sum_in_order(parts));
+      });
+      const Bytes traffic = pair_traffic(total_pairs(gathered), sum->size());
+      return Reduced{std::move(sum), traffic};
     });
-    comm.charge_reduction(pair_traffic(total_pairs(gathered), sum->size()));
-    return sum;
   }
 
 private:

@@ -1,0 +1,119 @@
+// Steps several collectives share, written once: reductions of received data that charge their cost by
+// construction, and the rotated exchange schedule posted in waves. Folding any P onto a power of two is in
+// algorithms/power_of_two.hpp, allgathers and the integer allreduce in algorithms/collectives.hpp.
+#pragma once
+
+#include "sim/comm/communicator.hpp"
+#include "sim/data/dense.hpp"
+#include "sim/data/sparse_ops.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace sparsim {
+
+template <class T> using Gathered = std::vector<std::shared_ptr<const T>>;  // indexed by owner rank
+
+// ---- Receive and reduce, charged by construction ----------------------------------------------------------
+//
+// Local work on received data (a sum, a merge, a re-selection) costs simulated time under compute.reduction
+// (Communicator::charge_reduction: the bytes it reads and writes over the reduction bandwidth). Algorithms do
+// such work through reduce_charged, whose work function must say what it cost: it returns the traffic
+// (Bytes), or a Reduced{result, traffic}. The step runs the work, then charges the traffic, then returns the
+// result, so the work cannot be done without its charge. The work's own temporaries (a received set, an
+// intermediate sum) are released before the charged time passes. Algorithms call charge_reduction only
+// through these steps.
+template <class R> struct Reduced {
+  R result;
+  Bytes traffic = 0;
+};
+template <class R> Reduced(R, Bytes) -> Reduced<R>;
+
+template <class T> inline constexpr bool is_reduced_v = false;
+template <class R> inline constexpr bool is_reduced_v<Reduced<R>> = true;
+
+template <class Work> auto reduce_charged(Communicator& comm, Work&& work)
+{
+  using Out = std::invoke_result_t<Work&>;
+  static_assert(std::is_same_v<Out, Bytes> || is_reduced_v<Out>,
+                "the work returns its memory traffic: Bytes, or Reduced{result, traffic}");
+  if constexpr (std::is_same_v<Out, Bytes>) {
+    comm.charge_reduction(work());
+  } else {
+    Out out = work();
+    comm.charge_reduction(out.traffic);
+    return std::move(out.result);
+  }
+}
+
+// Dense: data[begin + i] += block[i], charged as two fp32 read and one written per entry.
+inline void add_received(Communicator& comm, DenseVector& data, std::uint64_t begin, const DenseBlock& block)
+{
+  reduce_charged(comm, [&] {
+    accumulate_block(data, begin, block);
+    return accumulate_traffic(block);
+  });
+}
+
+// Sparse: the sum of `parts` (one per rank, e.g. the slices of a region that its owner received) in rank order
+// (sum_in_order: bitwise the same on every rank holding the same parts), charged as every pair read and the
+// sum written.
+inline SparseVector sum_received_in_order(Communicator& comm, const Gathered<SparseSlice>& parts)
+{
+  return reduce_charged(comm, [&] {
+    std::vector<SparseView> views;
+    views.reserve(parts.size());
+    for (const auto& part : parts)
+      views.push_back(part->view());
+    SparseVector sum = sum_in_order(views);
+    const Bytes traffic = pair_traffic(total_pairs(parts), sum.size());
+    return Reduced{std::move(sum), traffic};
+  });
+}
+
+// ---- The rotated exchange in waves ------------------------------------------------------------------------
+
+// One step of an exchange among all ranks: this rank sends to `dest` and receives from `source`.
+struct ExchangeStep {
+  RankId dest;
+  RankId source;
+};
+
+// The rotated schedule: in step s (1..P-1) rank r sends to (r + s) mod P and receives from (r - s) mod P, so
+// every step is a permutation (no rank receives two messages in one step).
+inline ExchangeStep rotated_step(RankId r, int ranks, int step)
+{
+  return {(r + step) % ranks, (r - step + ranks) % ranks};
+}
+
+// Steps 1..P-1 of an exchange, posted in waves of `wave` steps (MPICH's alltoall throttle; posting all P-1 at
+// once is also slow to simulate: SimGrid's cost per event grows with the flows in flight). For each wave:
+// post(step, sends, receives) posts each step's messages, in step order (`step` is schedule(s), an
+// ExchangeStep), appending its requests; then every send of the wave is waited, then each step's receives in
+// step order, and received(step, receives) takes what they brought; then the next wave. Within a wave the
+// messages share each rank's links whatever their order.
+template <class Schedule, class Post, class Received>
+void exchange_in_waves(Communicator& comm, int wave, Schedule&& schedule, Post&& post, Received&& received)
+{
+  const int P = comm.size();
+  for (int first = 1; first < P; first += wave) {
+    const int last = std::min(P, first + wave);
+    std::vector<Request> sends;
+    std::vector<std::pair<ExchangeStep, std::vector<Request>>> receives;  // one entry per step
+    for (int s = first; s < last; ++s) {
+      const ExchangeStep step = schedule(s);
+      receives.emplace_back(step, std::vector<Request>{});
+      post(step, sends, receives.back().second);
+    }
+    comm.wait_all(sends);
+    for (auto& [step, requests] : receives) {
+      comm.wait_all(requests);
+      received(step, requests);
+    }
+  }
+}
+
+}  // namespace sparsim
