@@ -54,16 +54,12 @@ inline std::unique_ptr<SparseAllreduce> make_sparse_algorithm(const nlohmann::js
   return std::unique_ptr<SparseAllreduce>(sparse);
 }
 
-// selections[it][r] is rank r's local selection in iteration it. All ranks start each iteration together.
-// Iterations with it % reevaluate_every == 0 are threshold re-evaluation iterations. A reduction bandwidth
-// charges local work on received data (Communicator::charge_reduction); 0 leaves it free.
-inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<std::vector<SparseVector>>& selections,
-                            std::uint64_t n, std::uint64_t k, WireFormat wire = {}, int reevaluate_every = 1,
-                            BytesPerSecond reduction_bandwidth = 0)
+// Starts SimGrid's engine (CM02 without cross traffic) and builds the star: one host per rank, each with a
+// split-duplex link of kStarBandwidth and kStarLatency (a route crosses two). Once per process.
+inline std::vector<simgrid::s4u::Host*> star_hosts(int P)
 {
   namespace sg4 = simgrid::s4u;
-  const int P = static_cast<int>(selections.at(0).size());
-  sg4::Engine& engine = start_engine(NetworkOptions{});  // CM02 without cross traffic
+  start_engine(NetworkOptions{});
   auto* zone = sg4::create_star_zone("star");
   std::vector<sg4::Host*> hosts;
   for (int i = 0; i < P; ++i) {
@@ -73,6 +69,20 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
     hosts.push_back(host);
   }
   zone->seal();
+  return hosts;
+}
+
+// selections[it][r] is rank r's local selection in iteration it. All ranks start each iteration together.
+// Iterations with it % reevaluate_every == 0 are threshold re-evaluation iterations. A reduction bandwidth
+// charges local work on received data (Communicator::charge_reduction); 0 leaves it free.
+inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<std::vector<SparseVector>>& selections,
+                            std::uint64_t n, std::uint64_t k, WireFormat wire = {}, int reevaluate_every = 1,
+                            BytesPerSecond reduction_bandwidth = 0)
+{
+  namespace sg4 = simgrid::s4u;
+  const int P = static_cast<int>(selections.at(0).size());
+  const std::vector<sg4::Host*> hosts = star_hosts(P);
+  sg4::Engine& engine = *sg4::Engine::get_instance();
 
   SimGridTransport transport(hosts);
   World world(transport, P, wire);

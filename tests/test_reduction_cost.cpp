@@ -4,6 +4,7 @@
 // 0.5% the other star tests allow), and the charged time adds to the critical path. The reduction bandwidth
 // is low, so that the charged time dwarfs that tolerance. (One simulation per test: SimGrid's engine is
 // created once per process.)
+#include "dense_harness.hpp"
 #include "sparse_harness.hpp"
 
 #include <gtest/gtest.h>
@@ -100,4 +101,75 @@ TEST(ReductionCost, SparcmlRecursiveDoublingChargesEveryRound)
   const double rounds = 8.0 * ((2 * k + 2 * k) + (4 * k + 4 * k)) / kReductionBandwidth;
   for (int r = 0; r < P; ++r)
     EXPECT_DOUBLE_EQ(charged.phase(0, r, "reduction").time, rounds) << "rank " << r;
+}
+
+// Dense recursive doubling at P = 3 (p2 = 2, rem = 1): rank 0 folds its vector into rank 1, which adds it
+// (12 n bytes: two fp32 read, one written per entry); ranks 1 and 2 then exchange and each add the other's
+// vector (12 n bytes each); rank 1 unfolds the result to rank 0, which overwrites its copy (free). So rank 1
+// is charged two additions, rank 2 one, rank 0 none. The additions on rank 1 sit on the critical path (fold,
+// add, exchange, add, unfold): the iteration takes the closed form plus two additions.
+TEST(ReductionCost, DenseRecursiveDoublingChargesTheFoldAddition)
+{
+  const int P = 3;
+  const std::uint64_t n = 1000;
+  const auto algorithm = make_dense_algorithm({{"name", "dense_recursive_doubling"}});
+  std::vector<std::vector<float>> vectors(P, std::vector<float>(n));
+  for (int r = 0; r < P; ++r)
+    for (std::uint64_t i = 0; i < n; ++i)
+      vectors[r][i] = static_cast<float>(r * 1000 + i % 97);
+  const auto run = run_dense(*algorithm, vectors, kReductionBandwidth);
+  const double add = 12.0 * n / kReductionBandwidth;
+  EXPECT_EQ(run.phase(0, "reduction").time, 0);
+  EXPECT_DOUBLE_EQ(run.phase(1, "reduction").time, 2 * add);
+  EXPECT_DOUBLE_EQ(run.phase(2, "reduction").time, add);
+  const double network = algorithm->closed_form({P, n, 0, WireFormat{}, kAlpha, 1.0 / kStarBandwidth}).time;
+  EXPECT_GT(add, network);
+  for (int r = 0; r < P; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    for (std::uint64_t i = 0; i < n; ++i)
+      ASSERT_EQ(run.ranks[r].result[i], vectors[0][i] + vectors[1][i] + vectors[2][i]) << "entry " << i;
+  }
+  EXPECT_NEAR(run.ranks[0].time, network + 2 * add, 0.005 * network);
+}
+
+// Rabenseifner at P = 3 folds the same way: rank 1 adds rank 0's whole vector (12 n bytes), then ranks 1 and 2
+// each add the partner's half in the one halving step (12 n/2 bytes each); the allgather and the unfold only
+// overwrite. The critical path holds rank 1's two additions.
+TEST(ReductionCost, DenseRabenseifnerChargesTheFoldAddition)
+{
+  const int P = 3;
+  const std::uint64_t n = 1000;
+  const auto algorithm = make_dense_algorithm({{"name", "dense_rabenseifner"}});
+  std::vector<std::vector<float>> vectors(P, std::vector<float>(n));
+  for (int r = 0; r < P; ++r)
+    for (std::uint64_t i = 0; i < n; ++i)
+      vectors[r][i] = static_cast<float>(r * 1000 + i % 89);
+  const auto run = run_dense(*algorithm, vectors, kReductionBandwidth);
+  const double fold_add = 12.0 * n / kReductionBandwidth;
+  const double half_add = 12.0 * (n / 2) / kReductionBandwidth;
+  EXPECT_EQ(run.phase(0, "reduction").time, 0);
+  EXPECT_DOUBLE_EQ(run.phase(1, "reduction").time, fold_add + half_add);
+  EXPECT_DOUBLE_EQ(run.phase(2, "reduction").time, half_add);
+  const double network = algorithm->closed_form({P, n, 0, WireFormat{}, kAlpha, 1.0 / kStarBandwidth}).time;
+  for (int r = 0; r < P; ++r)
+    for (std::uint64_t i = 0; i < n; ++i)
+      ASSERT_EQ(run.ranks[r].result[i], vectors[0][i] + vectors[1][i] + vectors[2][i]) << "rank " << r;
+  EXPECT_NEAR(run.ranks[0].time, network + fold_add + half_add, 0.005 * network);
+}
+
+// The power-of-two ranks have no fold: dense recursive doubling at P = 4 charges each rank its two additions.
+TEST(ReductionCost, DenseRecursiveDoublingWithoutFold)
+{
+  const int P = 4;
+  const std::uint64_t n = 1000;
+  const auto algorithm = make_dense_algorithm({{"name", "dense_recursive_doubling"}});
+  const auto run = run_dense(*algorithm, std::vector<std::vector<float>>(P, std::vector<float>(n, 1.0f)),
+                             kReductionBandwidth);
+  const double add = 12.0 * n / kReductionBandwidth;
+  const double network = algorithm->closed_form({P, n, 0, WireFormat{}, kAlpha, 1.0 / kStarBandwidth}).time;
+  for (int r = 0; r < P; ++r) {
+    EXPECT_DOUBLE_EQ(run.phase(r, "reduction").time, 2 * add) << "rank " << r;
+    EXPECT_NEAR(run.ranks[r].time, network + 2 * add, 0.005 * network) << "rank " << r;
+    EXPECT_EQ(run.ranks[r].result, std::vector<float>(n, 4.0f));
+  }
 }
