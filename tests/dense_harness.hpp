@@ -51,7 +51,8 @@ inline DenseRun run_dense(const DenseAllreduce& algorithm, const std::vector<std
   namespace sg4 = simgrid::s4u;
   const int P = static_cast<int>(vectors.size());
   const std::vector<sg4::Host*> hosts = star_hosts(P);
-  World world(hosts, WireFormat{});
+  SimGridTransport transport(hosts);
+  World world(transport, P, WireFormat{});
   world.set_reduction_bandwidth(reduction_bandwidth);
   DenseRun run;
   run.ranks.assign(P, {});
@@ -81,7 +82,7 @@ inline DenseRun run_dense(const DenseAllreduce& algorithm, const std::vector<std
   sg4::Engine::get_instance()->run();
   if (finished != P)
     throw std::runtime_error("deadlock: " + std::to_string(P - finished) + " ranks never finished");
-  run.phase_names = world.phase_names();
+  run.phase_names = world.phases().names();
   return run;
 }
 

@@ -10,6 +10,7 @@
 #include "sim/network/simgrid/engine.hpp"
 #include "sim/network/simgrid/transport.hpp"
 
+#include <fmt/format.h>
 #include <simgrid/s4u.hpp>
 
 #include <memory>
@@ -63,8 +64,8 @@ inline std::vector<simgrid::s4u::Host*> star_hosts(int P)
   auto* zone = sg4::create_star_zone("star");
   std::vector<sg4::Host*> hosts;
   for (int i = 0; i < P; ++i) {
-    auto* host = zone->create_host("h" + std::to_string(i), 1e9);
-    auto* link = zone->create_split_duplex_link("l" + std::to_string(i), kStarBandwidth)->set_latency(kStarLatency);
+    auto* host = zone->create_host(fmt::format("h{}", i), 1e9);
+    auto* link = zone->create_split_duplex_link(fmt::format("l{}", i), kStarBandwidth)->set_latency(kStarLatency);
     zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr, {{link, sg4::LinkInRoute::Direction::UP}}, true);
     hosts.push_back(host);
   }

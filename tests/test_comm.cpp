@@ -3,6 +3,7 @@
 #include "sim/comm/communicator.hpp"
 #include "sim/network/simgrid/transport.hpp"
 
+#include <fmt/format.h>
 #include <simgrid/s4u.hpp>
 
 #include <gtest/gtest.h>
@@ -32,8 +33,8 @@ struct Simulation {
     engine = std::make_unique<sg4::Engine>(&argc, argv.data());
     auto* zone = sg4::create_star_zone("star");
     for (int i = 0; i < ranks; ++i) {
-      auto* host = zone->create_host("h" + std::to_string(i), 1e9);
-      auto* link = zone->create_split_duplex_link("l" + std::to_string(i), kBandwidth)->set_latency(kLatency);
+      auto* host = zone->create_host(fmt::format("h{}", i), 1e9);
+      auto* link = zone->create_split_duplex_link(fmt::format("l{}", i), kBandwidth)->set_latency(kLatency);
       zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr, {{link, sg4::LinkInRoute::Direction::UP}},
                       true);
       hosts.push_back(host);
