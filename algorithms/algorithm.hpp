@@ -2,9 +2,9 @@
 // closed-form alpha-beta cost next to it so runs can report measurement and theory side by side.
 #pragma once
 
+#include "sim/base/json_reader.hpp"
 #include "sim/comm/communicator.hpp"
 #include "sim/data/dense.hpp"
-#include "sim/base/json_reader.hpp"
 #include "sim/data/sparse.hpp"
 
 #include <memory>
@@ -17,11 +17,11 @@ namespace sparsim {
 // Inputs of a closed form: problem size and the platform's contention-free alpha and beta.
 struct CostInputs {
   int ranks = 1;
-  std::uint64_t n = 0;          // gradient length (elements)
-  std::uint64_t k = 0;          // selected elements per rank (sparse algorithms)
+  std::uint64_t n = 0; // gradient length (elements)
+  std::uint64_t k = 0; // selected elements per rank (sparse algorithms)
   WireFormat wire;
-  Seconds alpha = 0;            // per-message latency
-  double seconds_per_byte = 0;  // beta = 1 / bandwidth
+  Seconds alpha = 0;           // per-message latency
+  double seconds_per_byte = 0; // beta = 1 / bandwidth
 };
 
 // Predicted cost of one call, per rank (the busiest rank where ranks differ).
@@ -29,14 +29,14 @@ struct ClosedForm {
   Seconds time = 0;
   double bytes_sent_per_rank = 0;
   double bytes_recv_per_rank = 0;
-  std::string formula;  // the expression, for reports: "2(P-1)(alpha + (n/P) w beta)"
+  std::string formula; // the expression, for reports: "2(P-1)(alpha + (n/P) w beta)"
 };
 
 class Algorithm {
 public:
   virtual ~Algorithm() = default;
   virtual std::string name() const = 0;
-  virtual nlohmann::json params() const = 0;  // resolved parameters, for manifests
+  virtual nlohmann::json params() const = 0; // resolved parameters, for manifests
   virtual ClosedForm closed_form(const CostInputs& in) const = 0;
 };
 
@@ -49,17 +49,17 @@ public:
 // What a rank hands a sparse allreduce in one iteration.
 struct SparseInput {
   int iteration = 0;
-  std::uint64_t n = 0;                          // gradient length
-  std::uint64_t k = 0;                          // floor(density * n)
-  std::shared_ptr<const SparseVector> local_selection;  // this rank's selection from its accumulated gradient
-  bool reevaluation = true;  // a threshold re-evaluation iteration (every tau' = selection.reevaluate_every)
+  std::uint64_t n = 0;                                 // gradient length
+  std::uint64_t k = 0;                                 // floor(density * n)
+  std::shared_ptr<const SparseVector> local_selection; // this rank's selection from its accumulated gradient
+  bool reevaluation = true; // a threshold re-evaluation iteration (every tau' = selection.reevaluate_every)
 };
 
 // Facts of one iteration on one rank, reported beside the traffic (results.csv).
 struct SparseReport {
-  std::uint64_t global_selected = 0;  // size of the global selection where the algorithm re-selects, else 0
-  bool reevaluation = false;          // an iteration that re-evaluates thresholds exactly (Ok-Topk)
-  double global_threshold = 0;        // threshold of the global selection, where there is one
+  std::uint64_t global_selected = 0; // size of the global selection where the algorithm re-selects, else 0
+  bool reevaluation = false;         // an iteration that re-evaluates thresholds exactly (Ok-Topk)
+  double global_threshold = 0;       // threshold of the global selection, where there is one
 };
 
 // Per-rank state an algorithm keeps across iterations (thresholds, region boundaries).
@@ -73,22 +73,21 @@ class SparseAllreduce : public Algorithm {
 public:
   // Which of its local selection a rank removes from its residual after the iteration.
   enum class ResidualRule {
-    all_selected,        // everything it selected (TopkA, SparCML: the union sum keeps every value)
-    selected_in_result,  // what it selected and U kept (gTopk, Ok-Topk: values lost to re-selection stay)
+    all_selected,       // everything it selected (TopkA, SparCML: the union sum keeps every value)
+    selected_in_result, // what it selected and U kept (gTopk, Ok-Topk: values lost to re-selection stay)
   };
   virtual ResidualRule residual_rule() const = 0;
   // What U is, as the driver's verification checks it against the local selections S_r:
   enum class ResultSemantics {
-    union_sum,       // U = sum_r S_r over the union of their indices (TopkA, SparCML)
-    restricted_sum,  // U[i] = sum_r S_r[i] on U's indices, a subset of the union (Ok-Topk)
-    reselected,      // values may drop out at intermediate merges (gTopk); checked by its own tests
+    union_sum,      // U = sum_r S_r over the union of their indices (TopkA, SparCML)
+    restricted_sum, // U[i] = sum_r S_r[i] on U's indices, a subset of the union (Ok-Topk)
+    reselected,     // values may drop out at intermediate merges (gTopk); checked by its own tests
   };
   virtual ResultSemantics result_semantics() const = 0;
   // Whether the rank loop should reuse thresholds between exact re-evaluations (Ok-Topk) or select the
   // exact top-k every iteration (the default for the baselines).
   virtual bool reuses_local_threshold() const { return false; }
-  virtual std::unique_ptr<SparseRankState> make_rank_state(RankId /*rank*/, int /*ranks*/,
-                                                           std::uint64_t /*n*/) const
+  virtual std::unique_ptr<SparseRankState> make_rank_state(RankId /*rank*/, int /*ranks*/, std::uint64_t /*n*/) const
   {
     return nullptr;
   }
@@ -98,4 +97,4 @@ public:
                                                         SparseRankState* state, SparseReport& report) const = 0;
 };
 
-}  // namespace sparsim
+} // namespace sparsim

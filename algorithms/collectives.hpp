@@ -64,7 +64,7 @@ inline std::vector<std::int64_t> allreduce_sum(Communicator& comm, std::vector<s
   auto add = [&](const Counts& other) {
     for (std::size_t i = 0; i < mine.size(); ++i)
       mine[i] += other.values.at(i);
-    return Bytes{0};  // not charged (above)
+    return Bytes{0}; // not charged (above)
   };
   auto share = [&] { return std::make_shared<const Counts>(Counts{mine}); };
   // The even rank of each of the first rem pairs hands its vector to the odd one and waits for the result.
@@ -78,4 +78,4 @@ inline std::vector<std::int64_t> allreduce_sum(Communicator& comm, std::vector<s
   return mine;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -29,7 +29,7 @@ public:
     const PowerOfTwoFold fold(in.ranks);
     const double vector_bytes = static_cast<double>(in.n) * in.wire.value_bytes;
     const double p2 = fold.p2();
-    const double scatter_bytes = vector_bytes * (p2 - 1) / p2;  // per phase, summed over halving steps
+    const double scatter_bytes = vector_bytes * (p2 - 1) / p2; // per phase, summed over halving steps
     ClosedForm cf;
     cf.time = 2 * fold.log2_p2() * in.alpha + 2 * scatter_bytes * in.seconds_per_byte;
     cf.bytes_sent_per_rank = 2 * scatter_bytes;
@@ -52,7 +52,7 @@ public:
       const int p2 = fold.p2();
       auto at = [&](int b) { return block_begin(data.length, p2, b); };
       int lo = 0;
-      int hi = p2;  // live range of blocks [lo, hi)
+      int hi = p2; // live range of blocks [lo, hi)
 
       // Phase 1, reduce-scatter by recursive halving: keep half, send half, add the partner's half.
       {
@@ -75,8 +75,7 @@ public:
         for (int distance = 1, step = 0; distance < p2; distance *= 2, ++step) {
           const RankId partner = fold.real_rank(vr ^ distance);
           const bool partner_above = (vr & distance) == 0;
-          auto incoming = comm.sendrecv(partner, extract_block(data, at(lo), at(hi)), partner,
-                                        kAllgatherTags + step);
+          auto incoming = comm.sendrecv(partner, extract_block(data, at(lo), at(hi)), partner, kAllgatherTags + step);
           if (partner_above) {
             overwrite_block(data, at(hi), *incoming);
             hi += distance;
@@ -91,13 +90,13 @@ public:
   }
 };
 
-}  // namespace
+} // namespace
 
 SPARSIM_ALGORITHM_FILE(dense_rabenseifner)
 {
-  return {algorithm_entry<DenseRabenseifner>(
-      DenseRabenseifner::kName, "recursive-halving reduce-scatter then recursive-doubling allgather",
-      [](JsonReader&) { return std::make_unique<DenseRabenseifner>(); })};
+  return {algorithm_entry<DenseRabenseifner>(DenseRabenseifner::kName,
+                                             "recursive-halving reduce-scatter then recursive-doubling allgather",
+                                             [](JsonReader&) { return std::make_unique<DenseRabenseifner>(); })};
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -51,13 +51,13 @@ public:
   }
 };
 
-}  // namespace
+} // namespace
 
 SPARSIM_ALGORITHM_FILE(dense_recursive_doubling)
 {
-  return {algorithm_entry<DenseRecursiveDoubling>(
-      DenseRecursiveDoubling::kName, "log P rounds exchanging the whole vector",
-      [](JsonReader&) { return std::make_unique<DenseRecursiveDoubling>(); })};
+  return {
+      algorithm_entry<DenseRecursiveDoubling>(DenseRecursiveDoubling::kName, "log P rounds exchanging the whole vector",
+                                              [](JsonReader&) { return std::make_unique<DenseRecursiveDoubling>(); })};
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -68,7 +68,7 @@ public:
   }
 };
 
-}  // namespace
+} // namespace
 
 SPARSIM_ALGORITHM_FILE(dense_ring)
 {
@@ -76,4 +76,4 @@ SPARSIM_ALGORITHM_FILE(dense_ring)
                                      [](JsonReader&) { return std::make_unique<DenseRing>(); })};
 }
 
-}  // namespace sparsim
+} // namespace sparsim

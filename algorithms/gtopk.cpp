@@ -58,8 +58,8 @@ public:
     const double rounds = tree_rounds(in.ranks);
     const double set_bytes = static_cast<double>(in.k) * (in.wire.index_bytes + in.wire.value_bytes);
     ClosedForm cf;
-    cf.bytes_sent_per_rank = rounds * set_bytes;  // the root: one message per broadcast step
-    cf.bytes_recv_per_rank = rounds * set_bytes;  // the root: one message per reduction round
+    cf.bytes_sent_per_rank = rounds * set_bytes; // the root: one message per broadcast step
+    cf.bytes_recv_per_rank = rounds * set_bytes; // the root: one message per reduction round
     cf.time = 2 * rounds * in.alpha + 2 * rounds * set_bytes * in.seconds_per_byte;
     cf.formula = "2 ceil(log2 P) alpha + 2 ceil(log2 P) k e beta";
     return cf;
@@ -90,7 +90,7 @@ public:
           break;
         }
         if (r + distance < P)
-          reduce_charged(comm, [&] {  // charged once the received set and the sum are released
+          reduce_charged(comm, [&] { // charged once the received set and the sum are released
             const auto received = comm.recv<SparseVector>(r + distance, kReduceTag);
             const SparseVector merged = merge_sum(*current, *received);
             const std::size_t inputs = current->size() + received->size();
@@ -116,7 +116,7 @@ public:
   }
 };
 
-}  // namespace
+} // namespace
 
 SPARSIM_ALGORITHM_FILE(gtopk)
 {
@@ -125,4 +125,4 @@ SPARSIM_ALGORITHM_FILE(gtopk)
                                  [](JsonReader&) { return std::make_unique<GTopk>(); })};
 }
 
-}  // namespace sparsim
+} // namespace sparsim

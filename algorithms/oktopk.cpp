@@ -38,7 +38,7 @@ namespace {
 // Tags, one range per phase.
 constexpr Tag kRepartitionTag = 100;
 constexpr Tag kCountsTag = 1000;
-constexpr Tag kSplitTag = 1'000'000;  // + 1 for the values message in two-message mode
+constexpr Tag kSplitTag = 1'000'000; // + 1 for the values message in two-message mode
 constexpr Tag kGatherTag = 3'000'000;
 constexpr Tag kGlobalCountsTag = 3'100'000;
 constexpr Tag kBalanceTag = 3'200'000;
@@ -60,18 +60,18 @@ GlobalRules global_rules(const std::string& preset)
 }
 
 struct Params {
-  int repartition_every = 64;  // tau
+  int repartition_every = 64; // tau
   bool balanced_partition = true;
-  bool reference_quantiles = false;  // every floor(m/P)-th index (the reference code) instead of floor(j*m/P)
+  bool reference_quantiles = false; // every floor(m/P)-th index (the reference code) instead of floor(j*m/P)
   bool rotation = true;
-  int bucket = 4;  // steps per wave
+  int bucket = 4; // steps per wave
   int messages_per_step = 1;
   bool balancing = true;
   GlobalRules rules = global_rules("vgg");
 };
 
 struct State final : SparseRankState {
-  std::vector<std::uint64_t> boundaries;  // region j is [boundaries[j], boundaries[j+1])
+  std::vector<std::uint64_t> boundaries; // region j is [boundaries[j], boundaries[j+1])
   double global_threshold = 0;
   bool have_global_threshold = false;
 };
@@ -113,13 +113,15 @@ SparseVector concatenate(const Gathered<SparseVector>& parts)
 // The concatenation of allgathered parts: every rank holds the same parts, so it is assembled once for all.
 std::shared_ptr<const SparseVector> concatenate_once(Communicator& comm, const Gathered<SparseVector>& parts)
 {
-  return comm.computed_once(parts,
-                                          [&] { return std::make_shared<const SparseVector>(concatenate(parts)); });
+  return comm.computed_once(parts, [&] { return std::make_shared<const SparseVector>(concatenate(parts)); });
 }
 
 class OkTopk final : public SparseAllreduce {
 public:
-  explicit OkTopk(Params params) : params_(std::move(params)) {}
+  explicit OkTopk(Params params)
+      : params_(std::move(params))
+  {
+  }
 
   static constexpr std::string_view kName = "oktopk";
   std::string name() const override { return std::string(kName); }
@@ -143,7 +145,7 @@ public:
     const double P = in.ranks;
     const double element = in.wire.index_bytes + in.wire.value_bytes;
     ClosedForm cf;
-    cf.bytes_sent_per_rank = 3 * in.k * (P - 1) / P * element;  // 6k(P-1)/P words
+    cf.bytes_sent_per_rank = 3 * in.k * (P - 1) / P * element; // 6k(P-1)/P words
     cf.bytes_recv_per_rank = cf.bytes_sent_per_rank;
     cf.time = (2 * P + 2 * std::ceil(std::log2(P))) * in.alpha + cf.bytes_sent_per_rank * in.seconds_per_byte;
     cf.formula = "upper bound, non-re-evaluation iteration: (2P + 2 log P) alpha + 6k(P-1)/P words beta";
@@ -154,7 +156,7 @@ public:
   {
     auto state = std::make_unique<State>();
     for (int j = 0; j <= ranks; ++j)
-      state->boundaries.push_back(block_begin(n, ranks, j));  // static equal regions until repartitioned
+      state->boundaries.push_back(block_begin(n, ranks, j)); // static equal regions until repartitioned
     return state;
   }
 
@@ -217,7 +219,7 @@ private:
   {
     const int P = comm.size();
     const int r = comm.rank();
-    Gathered<SparseSlice> slices(P);  // views of the selection, one per region
+    Gathered<SparseSlice> slices(P); // views of the selection, one per region
     for (int j = 0; j < P; ++j)
       slices[j] = std::make_shared<const SparseSlice>(
           slice_of(selection, static_cast<Index>(boundaries[j]), static_cast<Index>(boundaries[j + 1])));
@@ -246,7 +248,7 @@ private:
     parts[r] = slices[r];
     {
       auto scope = comm.phase("split");
-      const Tag tag = kSplitTag;  // one message (pair) per source: the source alone identifies it
+      const Tag tag = kSplitTag; // one message (pair) per source: the source alone identifies it
       exchange_in_waves(
           comm, params_.bucket, schedule,
           [&](const ExchangeStep& step, std::vector<Request>& sends, std::vector<Request>& receives) {
@@ -273,9 +275,8 @@ private:
   }
 
   // Re-evaluation: gather every reduced region, take the exact top-k; its k-th magnitude becomes gth.
-  static std::shared_ptr<const SparseVector> reevaluate(Communicator& comm,
-                                                        std::shared_ptr<const SparseVector> reduced, std::uint64_t k,
-                                                        State& state)
+  static std::shared_ptr<const SparseVector> reevaluate(Communicator& comm, std::shared_ptr<const SparseVector> reduced,
+                                                        std::uint64_t k, State& state)
   {
     Gathered<SparseVector> regions;
     {
@@ -347,7 +348,7 @@ private:
   {
     const int P = comm.size();
     const int r = comm.rank();
-    std::vector<std::int64_t> offset(P + 1, 0);  // G_q occupies [offset[q], offset[q+1])
+    std::vector<std::int64_t> offset(P + 1, 0); // G_q occupies [offset[q], offset[q+1])
     for (int q = 0; q < P; ++q)
       offset[q + 1] = offset[q] + counts[q];
     const std::int64_t total = offset[P];
@@ -390,7 +391,7 @@ private:
   Params params_;
 };
 
-}  // namespace
+} // namespace
 
 SplitStep oktopk_split_step(RankId r, int ranks, int step, bool rotation)
 {
@@ -417,13 +418,12 @@ std::unique_ptr<OkTopk> make_oktopk(JsonReader& reader)
   return std::make_unique<OkTopk>(std::move(p));
 }
 
-}  // namespace
+} // namespace
 
 SPARSIM_ALGORITHM_FILE(oktopk)
 {
-  return {algorithm_entry<OkTopk>(OkTopk::kName,
-                                  "Ok-Topk: balanced split-and-reduce, global threshold, balanced allgatherv",
-                                  make_oktopk)};
+  return {algorithm_entry<OkTopk>(
+      OkTopk::kName, "Ok-Topk: balanced split-and-reduce, global threshold, balanced allgatherv", make_oktopk)};
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -11,4 +11,4 @@ namespace sparsim {
 using SplitStep = ExchangeStep;
 SplitStep oktopk_split_step(RankId r, int ranks, int step, bool rotation);
 
-}  // namespace sparsim
+} // namespace sparsim

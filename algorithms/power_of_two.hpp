@@ -18,7 +18,8 @@ namespace sparsim {
 
 class PowerOfTwoFold {
 public:
-  explicit PowerOfTwoFold(int ranks) : p2_(1)
+  explicit PowerOfTwoFold(int ranks)
+      : p2_(1)
   {
     while (p2_ * 2 <= ranks)
       p2_ *= 2;
@@ -58,8 +59,7 @@ public:
   }
   // Unfold, any payload: the odd rank of each pair sends payload() back to its even neighbour, which hands the
   // received std::shared_ptr<const T> to take(). Ranks outside the pairs do nothing.
-  template <class Payload, class Take>
-  void unfold(Communicator& comm, Tag tag, Payload&& payload, Take&& take) const
+  template <class Payload, class Take> void unfold(Communicator& comm, Tag tag, Payload&& payload, Take&& take) const
   {
     using T = std::remove_const_t<typename std::invoke_result_t<Payload&>::element_type>;
     const int r = comm.rank();
@@ -108,4 +108,4 @@ private:
   int rem_ = 0;
 };
 
-}  // namespace sparsim
+} // namespace sparsim

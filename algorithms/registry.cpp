@@ -18,14 +18,14 @@ namespace sparsim {
 // every final link line, and the order of static initialisation across files is unspecified, so the listing
 // would still need a sort key per algorithm. A call per file links every file in on any toolchain, builds the
 // registry on first use (no static-initialisation order to depend on), and its order is the order below.
-#define SPARSIM_ALGORITHM_FILES(FILE)                                                                            \
-  FILE(dense_ring)                                                                                               \
-  FILE(dense_recursive_doubling)                                                                                 \
-  FILE(dense_rabenseifner)                                                                                       \
-  FILE(topka)                                                                                                    \
-  FILE(oktopk)                                                                                                   \
-  FILE(gtopk)                                                                                                    \
-  FILE(sparcml_recursive_double)                                                                                 \
+#define SPARSIM_ALGORITHM_FILES(FILE)                                                                                  \
+  FILE(dense_ring)                                                                                                     \
+  FILE(dense_recursive_doubling)                                                                                       \
+  FILE(dense_rabenseifner)                                                                                             \
+  FILE(topka)                                                                                                          \
+  FILE(oktopk)                                                                                                         \
+  FILE(gtopk)                                                                                                          \
+  FILE(sparcml_recursive_double)                                                                                       \
   FILE(sparcml_split_allgather)
 
 #define SPARSIM_DECLARE_ALGORITHM_FILE(file) SPARSIM_ALGORITHM_FILE(file);
@@ -67,4 +67,4 @@ std::unique_ptr<Algorithm> parse_algorithm(JsonReader algorithm)
   throw std::logic_error("unreachable: algorithm " + name);
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -53,7 +53,7 @@ public:
     };
     // Real ranks behind the virtual ranks [first, first + count).
     auto members = [&](int first, int count) {
-      const int doubled = std::clamp(fold.rem() - first, 0, count);  // virtual ranks holding a folded pair
+      const int doubled = std::clamp(fold.rem() - first, 0, count); // virtual ranks holding a folded pair
       return count + doubled;
     };
 
@@ -61,7 +61,7 @@ public:
     std::vector<double> sent(in.ranks, 0);
     std::vector<double> received(in.ranks, 0);
     for (int r = 0; r < 2 * fold.rem(); r += 2) {
-      sent[r] += filled(1) * e + filled(in.ranks) * e;  // fold out, unfold back in
+      sent[r] += filled(1) * e + filled(in.ranks) * e; // fold out, unfold back in
       received[r] += filled(in.ranks) * e;
       sent[r + 1] += filled(in.ranks) * e;
       received[r + 1] += filled(1) * e;
@@ -137,7 +137,7 @@ public:
   }
 };
 
-}  // namespace
+} // namespace
 
 SPARSIM_ALGORITHM_FILE(sparcml_recursive_double)
 {
@@ -147,4 +147,4 @@ SPARSIM_ALGORITHM_FILE(sparcml_recursive_double)
       [](JsonReader&) { return std::make_unique<SparcmlRecursiveDouble>(); })};
 }
 
-}  // namespace sparsim
+} // namespace sparsim

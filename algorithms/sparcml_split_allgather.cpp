@@ -41,14 +41,14 @@ namespace sparsim {
 namespace {
 
 constexpr Tag kReduceScatterTag = 100;
-constexpr Tag kCountTags = 200;      // + Bruck step
-constexpr Tag kAllgatherTags = 300;  // + Bruck step
+constexpr Tag kCountTags = 200;     // + Bruck step
+constexpr Tag kAllgatherTags = 300; // + Bruck step
 
 // How reduced regions travel in the allgather.
 enum class Encoding {
-  sparse,      // SSAR: always (index, value) pairs
-  per_region,  // DSAR: each region dense when that is cheaper
-  global,      // DSAR as the reference's TopkDSA: all regions dense once the union reaches n/3
+  sparse,     // SSAR: always (index, value) pairs
+  per_region, // DSAR: each region dense when that is cheaper
+  global,     // DSAR as the reference's TopkDSA: all regions dense once the union reaches n/3
 };
 
 // One owner's reduced region as it travels in the allgather: sparse pairs, or a dense block of `length`
@@ -59,9 +59,9 @@ struct ReducedRegion {
   Index begin = 0;
   Index length = 0;
   bool dense = false;
-  SparseVector sparse;          // !dense: the reduced pairs
-  std::vector<float> values;    // dense: `length` values, 0 where nobody selected
-  std::vector<Index> support;   // dense: the indices that some rank selected (not on the wire)
+  SparseVector sparse;        // !dense: the reduced pairs
+  std::vector<float> values;  // dense: `length` values, 0 where nobody selected
+  std::vector<Index> support; // dense: the indices that some rank selected (not on the wire)
 };
 
 Bytes wire_bytes(const ReducedRegion& region, const WireFormat& wire)
@@ -118,12 +118,13 @@ public:
   static constexpr std::string_view kSsarName = "sparcml_ssar_split_allgather";
   static constexpr std::string_view kDsarName = "sparcml_dsar_split_allgather";
 
-  SparcmlSplitAllgather(Encoding encoding, int throttle) : encoding_(encoding), throttle_(throttle) {}
-
-  std::string name() const override
+  SparcmlSplitAllgather(Encoding encoding, int throttle)
+      : encoding_(encoding)
+      , throttle_(throttle)
   {
-    return std::string(encoding_ == Encoding::sparse ? kSsarName : kDsarName);
   }
+
+  std::string name() const override { return std::string(encoding_ == Encoding::sparse ? kSsarName : kDsarName); }
   nlohmann::json params() const override
   {
     if (encoding_ == Encoding::sparse)
@@ -163,8 +164,8 @@ public:
     cf.bytes_sent_per_rank = scatter_bytes + count_bytes + gather_bytes;
     cf.bytes_recv_per_rank = cf.bytes_sent_per_rank;
     const double waves = std::ceil((P - 1) / throttle_);
-    cf.time = waves * in.alpha + scatter_bytes * in.seconds_per_byte + steps * in.alpha +
-              gather_bytes * in.seconds_per_byte;
+    cf.time =
+        waves * in.alpha + scatter_bytes * in.seconds_per_byte + steps * in.alpha + gather_bytes * in.seconds_per_byte;
     if (encoding_ == Encoding::global)
       cf.time += steps * in.alpha + count_bytes * in.seconds_per_byte;
 
@@ -189,7 +190,7 @@ public:
 
     // Phase 1, sparse reduce-scatter: each region's slice goes straight to its owner, destinations rotated
     // so that every step is a permutation; the owner sums the slices in rank order.
-    Gathered<SparseSlice> slices(P);  // views of the selection
+    Gathered<SparseSlice> slices(P); // views of the selection
     {
       auto scope = comm.phase("reduce_scatter");
       exchange_in_waves(
@@ -230,7 +231,7 @@ public:
           make_region(region_begin(r), region_length, std::move(reduced), dense));
     };
     std::shared_ptr<const ReducedRegion> mine;
-    if (dense)  // the reduced pairs scattered into a zeroed fp32 region
+    if (dense) // the reduced pairs scattered into a zeroed fp32 region
       mine = reduce_charged(comm, [&] {
         const Bytes traffic = pair_traffic(reduced.size(), 0) + 4 * region_length;
         return Reduced{region(), traffic};
@@ -261,7 +262,7 @@ private:
 // The reduce-scatter posts at most `throttle` steps at a time (MPICH's MPIR_CVAR_ALLTOALL_THROTTLE, 32).
 int read_throttle(JsonReader& params) { return static_cast<int>(params.get_int("throttle", 32, 1, 1 << 20)); }
 
-}  // namespace
+} // namespace
 
 SPARSIM_ALGORITHM_FILE(sparcml_split_allgather)
 {
@@ -277,10 +278,10 @@ SPARSIM_ALGORITHM_FILE(sparcml_split_allgather)
           "SparCML: as the SSAR split allgather, regions switch to dense when cheaper (switch: per_region, global)",
           [](JsonReader& params) {
             const std::string rule = params.get_enum("switch", {"per_region", "global"}, "per_region");
-            return std::make_unique<SparcmlSplitAllgather>(
-                rule == "global" ? Encoding::global : Encoding::per_region, read_throttle(params));
+            return std::make_unique<SparcmlSplitAllgather>(rule == "global" ? Encoding::global : Encoding::per_region,
+                                                           read_throttle(params));
           }),
   };
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -15,7 +15,7 @@
 
 namespace sparsim {
 
-template <class T> using Gathered = std::vector<std::shared_ptr<const T>>;  // indexed by owner rank
+template <class T> using Gathered = std::vector<std::shared_ptr<const T>>; // indexed by owner rank
 
 // ---- Receive and reduce, charged by construction ----------------------------------------------------------
 //
@@ -102,7 +102,7 @@ void exchange_in_waves(Communicator& comm, int wave, Schedule&& schedule, Post&&
   for (int first = 1; first < P; first += wave) {
     const int last = std::min(P, first + wave);
     std::vector<Request> sends;
-    std::vector<std::pair<ExchangeStep, std::vector<Request>>> receives;  // one entry per step
+    std::vector<std::pair<ExchangeStep, std::vector<Request>>> receives; // one entry per step
     for (int s = first; s < last; ++s) {
       const ExchangeStep step = schedule(s);
       receives.emplace_back(step, std::vector<Request>{});
@@ -116,4 +116,4 @@ void exchange_in_waves(Communicator& comm, int wave, Schedule&& schedule, Post&&
   }
 }
 
-}  // namespace sparsim
+} // namespace sparsim

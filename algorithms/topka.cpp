@@ -20,7 +20,10 @@ namespace {
 
 class TopkA final : public SparseAllreduce {
 public:
-  explicit TopkA(std::string allgather) : allgather_(std::move(allgather)) {}
+  explicit TopkA(std::string allgather)
+      : allgather_(std::move(allgather))
+  {
+  }
 
   static constexpr std::string_view kName = "topka";
   std::string name() const override { return std::string(kName); }
@@ -68,15 +71,14 @@ private:
   std::string allgather_;
 };
 
-}  // namespace
+} // namespace
 
 SPARSIM_ALGORITHM_FILE(topka)
 {
-  return {algorithm_entry<TopkA>(TopkA::kName, "exact local top-k, allgather of the selections, union sum",
-                                 [](JsonReader& params) {
-                                   return std::make_unique<TopkA>(
-                                       params.get_enum("allgather", {"ring", "recursive_doubling"}, "ring"));
-                                 })};
+  return {algorithm_entry<TopkA>(
+      TopkA::kName, "exact local top-k, allgather of the selections, union sum", [](JsonReader& params) {
+        return std::make_unique<TopkA>(params.get_enum("allgather", {"ring", "recursive_doubling"}, "ring"));
+      })};
 }
 
-}  // namespace sparsim
+} // namespace sparsim

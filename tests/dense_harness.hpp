@@ -15,9 +15,9 @@ namespace sparsim::testing {
 
 struct DenseRankOutcome {
   std::vector<float> result;
-  PhaseStats total;                // all phases summed
-  std::vector<PhaseStats> phases;  // by phase id (names in DenseRun::phase_names)
-  double time = 0;                 // simulated time of the call on this rank
+  PhaseStats total;               // all phases summed
+  std::vector<PhaseStats> phases; // by phase id (names in DenseRun::phase_names)
+  double time = 0;                // simulated time of the call on this rank
 };
 
 struct DenseRun {
@@ -86,4 +86,4 @@ inline DenseRun run_dense(const DenseAllreduce& algorithm, const std::vector<std
   return run;
 }
 
-}  // namespace sparsim::testing
+} // namespace sparsim::testing

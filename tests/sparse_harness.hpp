@@ -4,11 +4,11 @@
 #pragma once
 
 #include "algorithms/registry.hpp"
-#include "sim/run/driver.hpp"
 #include "sim/comm/communicator.hpp"
 #include "sim/data/sparse.hpp"
 #include "sim/network/simgrid/engine.hpp"
 #include "sim/network/simgrid/transport.hpp"
+#include "sim/run/driver.hpp"
 
 #include <fmt/format.h>
 #include <simgrid/s4u.hpp>
@@ -20,21 +20,21 @@
 
 namespace sparsim::testing {
 
-constexpr double kStarLatency = 1e-6;   // per link: a route crosses two
-constexpr double kStarBandwidth = 1e9;  // bytes per second
+constexpr double kStarLatency = 1e-6;  // per link: a route crosses two
+constexpr double kStarBandwidth = 1e9; // bytes per second
 
 struct RankOutcome {
   SparseVector result;
   SparseReport report;
-  PhaseStats total;                 // all phases of the iteration summed
-  std::vector<PhaseStats> phases;   // by phase id (names in SparseRun::phase_names)
-  double time = 0;                  // simulated time of the call on this rank
+  PhaseStats total;               // all phases of the iteration summed
+  std::vector<PhaseStats> phases; // by phase id (names in SparseRun::phase_names)
+  double time = 0;                // simulated time of the call on this rank
 };
 
 struct SparseRun {
-  std::vector<std::vector<RankOutcome>> iterations;  // [iteration][rank]
+  std::vector<std::vector<RankOutcome>> iterations; // [iteration][rank]
   std::vector<std::string> phase_names;
-  std::uint64_t shared_results_computed = 0;  // results computed once for several ranks (World::shared_result)
+  std::uint64_t shared_results_computed = 0; // results computed once for several ranks (World::shared_result)
   PhaseStats phase(int iteration, int rank, const std::string& name) const
   {
     for (std::size_t id = 0; id < phase_names.size(); ++id)
@@ -122,10 +122,11 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
   // Results computed once (Communicator::computed_once) must have been taken by every rank: an entry left over
   // means ranks asked with different payloads and each computed its own.
   if (world.shared_results().pending() != 0)
-    throw std::runtime_error(std::to_string(world.shared_results().pending()) + " shared results not taken by every rank");
+    throw std::runtime_error(std::to_string(world.shared_results().pending()) +
+                             " shared results not taken by every rank");
   run.phase_names = world.phases().names();
   run.shared_results_computed = world.shared_results().computed();
   return run;
 }
 
-}  // namespace sparsim::testing
+} // namespace sparsim::testing

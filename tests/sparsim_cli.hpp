@@ -17,7 +17,7 @@ namespace sparsim::testing {
 
 struct CliResult {
   int exit_code = -1;
-  std::string output;  // stdout and stderr together
+  std::string output; // stdout and stderr together
   std::filesystem::path dir;
 };
 
@@ -56,8 +56,7 @@ inline CliResult run_config(const nlohmann::json& config, const std::string& nam
 {
   const auto dir = scratch_dir(name);
   std::ofstream(dir / "config.json") << config.dump(2);
-  CliResult result = run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() +
-                             " --quiet");
+  CliResult result = run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() + " --quiet");
   result.dir = dir / "out";
   return result;
 }
@@ -124,10 +123,11 @@ inline nlohmann::json star_run_config(const std::string& name, int ranks, int it
       {"name", name},
       {"ranks", ranks},
       {"iterations", iterations},
-      {"topology", {{"type", "star"}, {"nodes", nodes > 0 ? nodes : ranks}, {"bandwidth", "10GBps"}, {"latency", "1us"}}},
+      {"topology",
+       {{"type", "star"}, {"nodes", nodes > 0 ? nodes : ranks}, {"bandwidth", "10GBps"}, {"latency", "1us"}}},
       {"algorithm", {{"name", algorithm}}},
       {"workload", {{"n", n}, {"density", density}}},
   };
 }
 
-}  // namespace sparsim::testing
+} // namespace sparsim::testing

@@ -40,13 +40,13 @@ using namespace sparsim::testing;
 
 namespace {
 
-constexpr double kAlpha = 2 * kStarLatency;  // a route crosses two links
-constexpr double kTimeTolerance = 1e-9;      // relative, see above
+constexpr double kAlpha = 2 * kStarLatency; // a route crosses two links
+constexpr double kTimeTolerance = 1e-9;     // relative, see above
 
 enum class Claim {
-  exact,  // time and the busiest rank's bytes equal the closed form
-  bound,  // an upper bound, on iterations that do not re-evaluate thresholds
-  none,   // no claim for these parameters: the result is checked, the closed form is not
+  exact, // time and the busiest rank's bytes equal the closed form
+  bound, // an upper bound, on iterations that do not re-evaluate thresholds
+  none,  // no claim for these parameters: the result is checked, the closed form is not
 };
 
 // What each algorithm's closed form claims on these inputs (the comments above its closed_form()).
@@ -55,11 +55,11 @@ const std::map<std::string, Claim> kClaims = {
     {"dense_recursive_doubling", Claim::exact},
     {"dense_rabenseifner", Claim::exact},
     {"topka", Claim::exact},
-    {"gtopk", Claim::exact},                          // every set on the tree holds k pairs
-    {"sparcml_ssar_recursive_double", Claim::exact},  // disjoint selections: worst-case fill-in
-    {"sparcml_ssar_split_allgather", Claim::exact},   // disjoint, spread evenly over equal regions
-    {"sparcml_dsar_split_allgather", Claim::exact},   // the same (per region: a tie stays sparse)
-    {"oktopk", Claim::bound},                         // "upper bound, non-re-evaluation iteration"
+    {"gtopk", Claim::exact},                         // every set on the tree holds k pairs
+    {"sparcml_ssar_recursive_double", Claim::exact}, // disjoint selections: worst-case fill-in
+    {"sparcml_ssar_split_allgather", Claim::exact},  // disjoint, spread evenly over equal regions
+    {"sparcml_dsar_split_allgather", Claim::exact},  // the same (per region: a tie stays sparse)
+    {"oktopk", Claim::bound},                        // "upper bound, non-re-evaluation iteration"
 };
 
 // Besides its defaults, an algorithm runs with these parameters too, with the closed form's claim for them
@@ -83,9 +83,9 @@ const std::multimap<std::string, Variant> kVariants = {
 struct Case {
   std::string algorithm;
   std::string kind;
-  std::string variant;    // "" for the defaults
-  nlohmann::json params;  // the "algorithm" object
-  std::optional<Claim> claim;  // the variant's, if it has its own
+  std::string variant;        // "" for the defaults
+  nlohmann::json params;      // the "algorithm" object
+  std::optional<Claim> claim; // the variant's, if it has its own
   int ranks = 1;
 };
 
@@ -223,7 +223,7 @@ void check_sparse(const Case& c, Claim claim)
   }
 }
 
-}  // namespace
+} // namespace
 
 TEST_P(AlgorithmMatrix, VerifiesAndMatchesItsClosedForm)
 {

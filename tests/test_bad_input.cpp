@@ -30,15 +30,15 @@ CliResult validate(const nlohmann::json& config, const std::filesystem::path& di
 }
 
 // Exit status 2 and "config error at PATH: got VALUE, expected ...EXPECTED...".
-void expect_refused(const CliResult& r, const std::string& path, const std::string& value,
-                    const std::string& expected)
+void expect_refused(const CliResult& r, const std::string& path, const std::string& value, const std::string& expected)
 {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   const std::string head = "config error at " + path + ": got " + value + ", expected ";
   const auto at = r.output.find(head);
   ASSERT_NE(at, std::string::npos) << "wanted \"" << head << "\" in:\n" << r.output;
   EXPECT_NE(r.output.find(expected, at + head.size()), std::string::npos)
-      << "wanted the expectation \"" << expected << "\" in:\n" << r.output;
+      << "wanted the expectation \"" << expected << "\" in:\n"
+      << r.output;
 }
 
 // Applies `edit` to the good config, validates it and checks the refusal.
@@ -61,8 +61,8 @@ std::string quoted(const std::filesystem::path& text)
 
 void write_bytes(const std::filesystem::path& path, const std::vector<std::byte>& bytes)
 {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                              static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
 // A config replaying DIR/grad.npy (shape (ranks, n) = (4, 1000) when well-formed).
@@ -96,7 +96,7 @@ std::vector<std::byte> patch_header(std::vector<std::byte> bytes, const std::str
   return bytes;
 }
 
-}  // namespace
+} // namespace
 
 TEST(BadInput, WrongTypes)
 {
@@ -105,8 +105,11 @@ TEST(BadInput, WrongTypes)
   expect_config_refused([](auto& c) { c["topology"] = nlohmann::json::array({"star"}); }, "topology", "[\"star\"]",
                         "a JSON object");
   expect_config_refused([](auto& c) { c["algorithm"] = "topka"; }, "algorithm", "\"topka\"", "a JSON object");
-  expect_config_refused([](auto& c) { c["simulation"] = {{"verify", "yes"}}; }, "simulation.verify", "\"yes\"",
-                        "true or false");
+  expect_config_refused(
+      [](auto& c) {
+        c["simulation"] = {{"verify", "yes"}};
+      },
+      "simulation.verify", "\"yes\"", "true or false");
   expect_config_refused([](auto& c) { c["seed"] = 1.5; }, "seed", "1.5", "an integer >= 0");
   expect_config_refused([](auto& c) { c["ranks"] = true; }, "ranks", "true", "an integer in [1,");
   expect_config_refused([](auto& c) { c["topology"]["latency"] = nullptr; }, "topology.latency", "null",
@@ -117,13 +120,17 @@ TEST(BadInput, WrongTypes)
 // accept it and the run then aborted (exit 134). It is a config error now, for both commands.
 TEST(BadInput, NetworkModelWithoutLinks)
 {
-  expect_config_refused([](auto& c) { c["network"] = {{"model", "Constant"}}; }, "network.model", "\"Constant\"",
-                        "one of \"CM02\", \"LV08\"");
+  expect_config_refused(
+      [](auto& c) {
+        c["network"] = {{"model", "Constant"}};
+      },
+      "network.model", "\"Constant\"", "one of \"CM02\", \"LV08\"");
   nlohmann::json config = good_config();
   config["network"] = {{"model", "Constant"}};
   const auto dir = scratch_dir("constant-model-run");
   std::ofstream(dir / "config.json") << config.dump(2);
-  const CliResult r = run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() + " --quiet");
+  const CliResult r =
+      run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() + " --quiet");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir / "out" / "manifest.json"));
 }
@@ -133,10 +140,16 @@ TEST(BadInput, UnknownKeysInNestedObjects)
   expect_config_refused([](auto& c) { c["workload"]["nn"] = 5; }, "workload.nn", "5", "no such field");
   expect_config_refused([](auto& c) { c["topology"]["bandwdith"] = "1GBps"; }, "topology.bandwdith", "\"1GBps\"",
                         "no such field");
-  expect_config_refused([](auto& c) { c["gradients"] = {{"source", "uniform"}, {"scale", 2}}; }, "gradients.scale",
-                        "2", "no such field");
-  expect_config_refused([](auto& c) { c["selection"] = {{"polcy", "exact"}}; }, "selection.polcy", "\"exact\"",
-                        "no such field");
+  expect_config_refused(
+      [](auto& c) {
+        c["gradients"] = {{"source", "uniform"}, {"scale", 2}};
+      },
+      "gradients.scale", "2", "no such field");
+  expect_config_refused(
+      [](auto& c) {
+        c["selection"] = {{"polcy", "exact"}};
+      },
+      "selection.polcy", "\"exact\"", "no such field");
 }
 
 TEST(BadInput, MissingFields)
@@ -174,10 +187,8 @@ TEST(BadInput, UnitsThatDoNotParse)
   const std::string duration = "a duration with a unit";
   expect_config_refused([](auto& c) { c["topology"]["latency"] = "1 parsec"; }, "topology.latency", "\"1 parsec\"",
                         duration);
-  expect_config_refused([](auto& c) { c["topology"]["latency"] = "-1us"; }, "topology.latency", "\"-1us\"",
-                        duration);
-  expect_config_refused([](auto& c) { c["topology"]["bandwidth"] = "10"; }, "topology.bandwidth", "\"10\"",
-                        bandwidth);
+  expect_config_refused([](auto& c) { c["topology"]["latency"] = "-1us"; }, "topology.latency", "\"-1us\"", duration);
+  expect_config_refused([](auto& c) { c["topology"]["bandwidth"] = "10"; }, "topology.bandwidth", "\"10\"", bandwidth);
   expect_config_refused([](auto& c) { c["topology"]["bandwidth"] = "0GBps"; }, "topology.bandwidth", "\"0GBps\"",
                         bandwidth);
   expect_config_refused([](auto& c) { c["topology"]["bandwidth"] = "fast"; }, "topology.bandwidth", "\"fast\"",
@@ -185,8 +196,11 @@ TEST(BadInput, UnitsThatDoNotParse)
   // Numbers that parse but overflow once scaled by the unit.
   expect_config_refused([](auto& c) { c["topology"]["bandwidth"] = "1e300TBps"; }, "topology.bandwidth",
                         "\"1e300TBps\"", bandwidth);
-  expect_config_refused([](auto& c) { c["compute"] = {{"memory_bandwidth", "1e308Tbps"}}; },
-                        "compute.memory_bandwidth", "\"1e308Tbps\"", bandwidth);
+  expect_config_refused(
+      [](auto& c) {
+        c["compute"] = {{"memory_bandwidth", "1e308Tbps"}};
+      },
+      "compute.memory_bandwidth", "\"1e308Tbps\"", bandwidth);
 }
 
 TEST(BadInput, DensitiesOutsideZeroToOne)
@@ -206,26 +220,45 @@ TEST(BadInput, DensitiesOutsideZeroToOne)
 TEST(BadInput, SparseAlgorithmParametersOutOfRange)
 {
   expect_config_refused(
-      [](auto& c) { c["algorithm"] = {{"name", "gtopk"}, {"bucket", 4}}; }, "algorithm.bucket", "4",
-      "no such field");
+      [](auto& c) {
+        c["algorithm"] = {{"name", "gtopk"}, {"bucket", 4}};
+      },
+      "algorithm.bucket", "4", "no such field");
   expect_config_refused(
-      [](auto& c) { c["algorithm"] = {{"name", "sparcml_dsar_split_allgather"}, {"throttle", 0}}; },
+      [](auto& c) {
+        c["algorithm"] = {{"name", "sparcml_dsar_split_allgather"}, {"throttle", 0}};
+      },
       "algorithm.throttle", "0", "an integer in [1,");
   expect_config_refused(
-      [](auto& c) { c["algorithm"] = {{"name", "sparcml_ssar_split_allgather"}, {"throttle", -2}}; },
+      [](auto& c) {
+        c["algorithm"] = {{"name", "sparcml_ssar_split_allgather"}, {"throttle", -2}};
+      },
       "algorithm.throttle", "-2", "an integer in [1,");
   expect_config_refused(
-      [](auto& c) { c["algorithm"] = {{"name", "sparcml_dsar_split_allgather"}, {"switch", "sometimes"}}; },
+      [](auto& c) {
+        c["algorithm"] = {{"name", "sparcml_dsar_split_allgather"}, {"switch", "sometimes"}};
+      },
       "algorithm.switch", "\"sometimes\"", "one of \"per_region\", \"global\"");
   expect_config_refused(
-      [](auto& c) { c["algorithm"] = {{"name", "sparcml_ssar_recursive_double"}, {"throttle", 4}}; },
+      [](auto& c) {
+        c["algorithm"] = {{"name", "sparcml_ssar_recursive_double"}, {"throttle", 4}};
+      },
       "algorithm.throttle", "4", "no such field");
-  expect_config_refused([](auto& c) { c["algorithm"] = {{"name", "oktopk"}, {"bucket", 0}}; }, "algorithm.bucket",
-                        "0", "an integer in [1,");
-  expect_config_refused([](auto& c) { c["algorithm"] = {{"name", "oktopk"}, {"messages_per_step", 3}}; },
-                        "algorithm.messages_per_step", "3", "an integer in [1, 2]");
-  expect_config_refused([](auto& c) { c["algorithm"] = {{"name", "oktopk"}, {"repartition_every", 0}}; },
-                        "algorithm.repartition_every", "0", "an integer in [1,");
+  expect_config_refused(
+      [](auto& c) {
+        c["algorithm"] = {{"name", "oktopk"}, {"bucket", 0}};
+      },
+      "algorithm.bucket", "0", "an integer in [1,");
+  expect_config_refused(
+      [](auto& c) {
+        c["algorithm"] = {{"name", "oktopk"}, {"messages_per_step", 3}};
+      },
+      "algorithm.messages_per_step", "3", "an integer in [1, 2]");
+  expect_config_refused(
+      [](auto& c) {
+        c["algorithm"] = {{"name", "oktopk"}, {"repartition_every", 0}};
+      },
+      "algorithm.repartition_every", "0", "an integer in [1,");
 }
 
 TEST(BadInput, MalformedNpyFiles)
@@ -233,7 +266,7 @@ TEST(BadInput, MalformedNpyFiles)
   struct Case {
     std::string name;
     std::vector<std::byte> bytes;
-    std::string problem;  // part of the reader's explanation
+    std::string problem; // part of the reader's explanation
   };
   std::vector<std::byte> truncated = good_npy();
   truncated.resize(truncated.size() - 6);
@@ -272,7 +305,7 @@ TEST(BadInput, UnreadableNpyFile)
 TEST(BadInput, MissingDatasetFiles)
 {
   nlohmann::json config = good_config();
-  config["workload"]["n"] = 784 * 64 + 64 + 64 * 10 + 10;  // the 784-64-10 MLP's parameters
+  config["workload"]["n"] = 784 * 64 + 64 + 64 * 10 + 10; // the 784-64-10 MLP's parameters
   config["algorithm"] = {{"name", "dense_ring"}};
   config["gradients"] = {{"source", "fashion_mnist_mlp"}, {"dataset", "no-such-folder"}};
   const auto dir = scratch_dir("no-dataset");

@@ -2,9 +2,9 @@
 // brute-force re-implementation of their error-feedback loop; the layer tables against the models' real
 // parameter counts; the source's determinism, scaling and embedding-row sparsity; and the source's
 // statistics against the ranges measured on real gradients (algorithms.md, docs/gradients.md).
+#include "sim/data/topk.hpp"
 #include "sim/gradients/calibrated_source.hpp"
 #include "sim/run/gradient_stats.hpp"
-#include "sim/data/topk.hpp"
 
 #include <gtest/gtest.h>
 
@@ -91,7 +91,7 @@ double brute_kurtosis(const std::vector<float>& x)
   return m4 / (m2 * m2);
 }
 
-}  // namespace
+} // namespace
 
 TEST(GradientStats, JaccardIntersectionAndUnionOfKnownSets)
 {
@@ -152,7 +152,8 @@ TEST(GradientStats, MatchesBruteForceErrorFeedbackLoop)
   options.k = 23;
   options.warmup = 2;
   options.iterations = 5;
-  options.reuse = SelectionConfig{.policy = SelectionPolicy::threshold_reuse, .reevaluate_every = 3, .rules = threshold_rules("vgg")};
+  options.reuse = SelectionConfig{
+      .policy = SelectionPolicy::threshold_reuse, .reevaluate_every = 3, .rules = threshold_rules("vgg")};
   options.output_begin = 100;
   options.output_end = 150;
   const GradientStats stats = measure_gradient_stats(source, options);
@@ -209,7 +210,7 @@ TEST(GradientStats, MatchesBruteForceErrorFeedbackLoop)
       std::vector<double> regions(P, 0);
       for (int r = 0; r < P; ++r) {
         for (int s = r + 1; s < P; ++s) {
-          jaccard_sum += brute_jaccard(selected[r], selected[s]) / 3;  // 3 pairs
+          jaccard_sum += brute_jaccard(selected[r], selected[s]) / 3; // 3 pairs
           raw_jaccard_sum += brute_jaccard(raw[r], raw[s]) / 3;
         }
         overlap += static_cast<double>(std::count_if(
@@ -223,7 +224,7 @@ TEST(GradientStats, MatchesBruteForceErrorFeedbackLoop)
             k / P;
         all.insert(selected[r].begin(), selected[r].end());
         for (Index i : selected[r]) {
-          for (int j = 0; j < P; ++j)  // region j = [floor(j n / P), floor((j+1) n / P))
+          for (int j = 0; j < P; ++j) // region j = [floor(j n / P), floor((j+1) n / P))
             regions[j] += i >= j * n / P && i < (j + 1) * n / P;
           output_hits += i >= 100 && i < 150;
         }
@@ -409,7 +410,7 @@ TEST(CalibratedSource, StatisticsMatchRealGradients)
   options.ranks = 8;
   options.n = n;
   options.k = n / 100;
-  options.warmup = 40;  // the residuals start at zero; their build-up takes tens of iterations
+  options.warmup = 40; // the residuals start at zero; their build-up takes tens of iterations
   options.iterations = 30;
   for (const auto& layer : dynamic_cast<const CalibratedSource&>(*source).layers())
     if (layer.output && layer.size > 0) {

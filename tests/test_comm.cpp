@@ -35,8 +35,7 @@ struct Simulation {
     for (int i = 0; i < ranks; ++i) {
       auto* host = zone->create_host(fmt::format("h{}", i), 1e9);
       auto* link = zone->create_split_duplex_link(fmt::format("l{}", i), kBandwidth)->set_latency(kLatency);
-      zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr, {{link, sg4::LinkInRoute::Direction::UP}},
-                      true);
+      zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr, {{link, sg4::LinkInRoute::Direction::UP}}, true);
       hosts.push_back(host);
     }
     zone->seal();
@@ -51,7 +50,7 @@ std::shared_ptr<const DenseBlock> block_of(std::vector<float> values)
   return b;
 }
 
-}  // namespace
+} // namespace
 
 TEST(Communicator, MatchesBySourceAndTagNotArrivalOrder)
 {
@@ -61,7 +60,7 @@ TEST(Communicator, MatchesBySourceAndTagNotArrivalOrder)
   std::vector<float> got_tag2, got_tag1, got_from2;
   sg4::Actor::create("r0", sim.hosts[0], [&] {
     Communicator comm(world, 0);
-    std::vector<Request> sends;  // non-blocking: rendezvous sends wait for their receive
+    std::vector<Request> sends; // non-blocking: rendezvous sends wait for their receive
     sends.push_back(comm.isend(1, 1, block_of({1, 1})));
     sends.push_back(comm.isend(1, 2, block_of({2, 2, 2})));
     comm.wait_all(sends);
@@ -110,10 +109,10 @@ TEST(Communicator, TransferTimeIsAlphaPlusSizeOverBandwidth)
   SimGridTransport transport(sim.hosts);
   World world(transport, static_cast<int>(sim.hosts.size()), WireFormat{});
   double received_at = -1, sent_at = -1;
-  const std::size_t elements = 250000;  // 1 MB of fp32
+  const std::size_t elements = 250000; // 1 MB of fp32
   sg4::Actor::create("r0", sim.hosts[0], [&] {
     Communicator comm(world, 0);
-    sg4::this_actor::sleep_for(0.5);  // the receive is posted long before the send
+    sg4::this_actor::sleep_for(0.5); // the receive is posted long before the send
     comm.send(1, 0, block_of(std::vector<float>(elements, 1.f)));
     sent_at = sg4::Engine::get_clock();
   });
@@ -136,10 +135,10 @@ TEST(Communicator, TransferStartsWhenBothSidesHavePosted)
   SimGridTransport transport(sim.hosts);
   World world(transport, static_cast<int>(sim.hosts.size()), WireFormat{});
   double send_done = -1, recv_done = -1;
-  const std::size_t elements = 2500;  // 10 kB
+  const std::size_t elements = 2500; // 10 kB
   sg4::Actor::create("r0", sim.hosts[0], [&] {
     Communicator comm(world, 0);
-    comm.send(1, 0, block_of(std::vector<float>(elements, 1.f)));  // posted at 0, receive posted at 0.25
+    comm.send(1, 0, block_of(std::vector<float>(elements, 1.f))); // posted at 0, receive posted at 0.25
     send_done = sg4::Engine::get_clock();
   });
   sg4::Actor::create("r1", sim.hosts[1], [&] {
@@ -180,7 +179,7 @@ TEST(Communicator, CountsMessagesBytesAndTimePerPhase)
 {
   Simulation sim(2);
   WireFormat wire;
-  wire.value_bytes = 2;  // bf16 values: the size follows the wire format
+  wire.value_bytes = 2; // bf16 values: the size follows the wire format
   SimGridTransport transport(sim.hosts);
   World world(transport, static_cast<int>(sim.hosts.size()), wire);
   std::vector<PhaseStats> stats0, stats1;
@@ -205,7 +204,7 @@ TEST(Communicator, CountsMessagesBytesAndTimePerPhase)
     comm.recv<DenseBlock>(0, 0);
     comm.recv<Counts>(0, 1);
     comm.flush_phase_time();
-    sg4::this_actor::sleep_for(1);  // let rank 0 finish its bookkeeping first
+    sg4::this_actor::sleep_for(1); // let rank 0 finish its bookkeeping first
     stats1 = world.take_stats(1);
   });
   sim.engine->run();
@@ -213,7 +212,7 @@ TEST(Communicator, CountsMessagesBytesAndTimePerPhase)
   second = world.phases().intern("second");
   EXPECT_EQ(stats0[first].msgs_sent, 2u);
   EXPECT_EQ(stats0[first].bytes_sent, 2020u);
-  EXPECT_EQ(stats0[second].bytes_sent, 12u);  // metadata: 4-byte integers
+  EXPECT_EQ(stats0[second].bytes_sent, 12u); // metadata: 4-byte integers
   EXPECT_EQ(stats1[first].msgs_recv, 2u);
   EXPECT_EQ(stats1[first].bytes_recv, 2020u);
   EXPECT_EQ(stats1[second].bytes_recv, 12u);
@@ -236,7 +235,7 @@ TEST(Communicator, ComputedOnceIsSharedByAllRanksAndDroppedAfterTheLast)
   const auto b = block_of({2.0f});
   int computations = 0;
   std::vector<std::shared_ptr<const DenseBlock>> first(P), second(P), reversed(P), other_computation(P);
-  std::weak_ptr<const DenseBlock> temporary;  // an input only the entry keeps alive
+  std::weak_ptr<const DenseBlock> temporary; // an input only the entry keeps alive
   std::vector<bool> temporary_alive(P);
   for (int r = 0; r < P; ++r)
     sg4::Actor::create("r" + std::to_string(r), sim.hosts[r], [&, r] {
@@ -248,7 +247,7 @@ TEST(Communicator, ComputedOnceIsSharedByAllRanksAndDroppedAfterTheLast)
         });
       };
       first[r] = sum_of({a, b});
-      sg4::this_actor::sleep_for(1.0);  // every rank has taken the first result
+      sg4::this_actor::sleep_for(1.0); // every rank has taken the first result
       second[r] = sum_of({a, b});
       reversed[r] = sum_of({b, a});
       // Another computation on the same inputs is not confused with the sum.
@@ -261,12 +260,13 @@ TEST(Communicator, ComputedOnceIsSharedByAllRanksAndDroppedAfterTheLast)
         fresh = block_of({5.0f});
         temporary = fresh;
       }
-      const auto held = comm.computed_once(std::vector{r == 0 ? fresh : temporary.lock()}, [] { return block_of({6.0f}); });
+      const auto held =
+          comm.computed_once(std::vector{r == 0 ? fresh : temporary.lock()}, [] { return block_of({6.0f}); });
       fresh.reset();
       temporary_alive[r] = !temporary.expired();
     });
   sim.engine->run();
-  EXPECT_EQ(computations, 3);  // {a, b} twice (the first entry was dropped), {b, a} once
+  EXPECT_EQ(computations, 3); // {a, b} twice (the first entry was dropped), {b, a} once
   for (int r = 0; r < P; ++r) {
     EXPECT_EQ(first[r], first[0]) << "rank " << r;
     EXPECT_EQ(second[r], second[0]) << "rank " << r;

@@ -32,14 +32,14 @@ std::map<int, double> slowest_rank_phase_sums(const std::filesystem::path& dir)
 // The forward_backward of a model table, in seconds, read from the file ("10.78ms").
 double table_forward_backward(const std::string& model)
 {
-  const auto table = nlohmann::json::parse(read_text(std::filesystem::path(SPARSIM_SOURCE_DIR) / "configs" /
-                                                     "models" / (model + ".json")));
+  const auto table = nlohmann::json::parse(
+      read_text(std::filesystem::path(SPARSIM_SOURCE_DIR) / "configs" / "models" / (model + ".json")));
   const std::string text = table.at("compute").at("forward_backward");
   EXPECT_EQ(text.substr(text.size() - 2), "ms");
   return std::stod(text.substr(0, text.size() - 2)) / 1000;
 }
 
-}  // namespace
+} // namespace
 
 // compute.training "model" charges the model table's figure in every iteration, dense warm-up included, and
 // the iteration is the sum of its compute, selection and communication phases.
@@ -57,7 +57,7 @@ TEST(Compute, ModelTrainingStepIsChargedEveryIteration)
     SCOPED_TRACE("iteration " + std::to_string(it));
     EXPECT_DOUBLE_EQ(phase_time(run.dir, it, "compute"), step);
     if (it == 0)
-      EXPECT_EQ(phase_time(run.dir, it, "selection"), -1);  // the dense warm-up selects nothing
+      EXPECT_EQ(phase_time(run.dir, it, "selection"), -1); // the dense warm-up selects nothing
     else
       EXPECT_GT(phase_time(run.dir, it, "selection"), 0);
     const double total = phase_time(run.dir, it, "total");
@@ -72,12 +72,13 @@ TEST(Compute, FixedStepAndStagingAddToTheCollective)
 {
   CliResult plain = run_config(star_config("dense_ring", nlohmann::json::object()), "plain_ring");
   CliResult charged = run_config(
-      star_config("dense_ring", {{"training", "fixed"}, {"forward_backward", "5ms"}, {"staging", "pcie"},
-                                 {"pcie_bandwidth", "10GBps"}}),
+      star_config(
+          "dense_ring",
+          {{"training", "fixed"}, {"forward_backward", "5ms"}, {"staging", "pcie"}, {"pcie_bandwidth", "10GBps"}}),
       "charged_ring");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   ASSERT_EQ(charged.exit_code, 0) << charged.output;
-  const double copies = 2 * 4.0 * 20000 / 10e9;  // the gradient down, the sum back up
+  const double copies = 2 * 4.0 * 20000 / 10e9; // the gradient down, the sum back up
   const auto sums = slowest_rank_phase_sums(charged.dir);
   for (int it = 0; it < 3; ++it) {
     SCOPED_TRACE("iteration " + std::to_string(it));
@@ -138,10 +139,10 @@ TEST(Compute, BadTrainingSettingsAreConfigErrors)
       {{{"training", "fixed"}}, "compute.forward_backward"},
       {{{"training", "model"}, {"forward_backward", "5ms"}}, "compute.forward_backward"},
       {{{"training", "fixed"}, {"forward_backward", "0s"}}, "compute.forward_backward"},
-      {{{"training", "model"}}, "compute.training"},  // the integers source has no model table
+      {{{"training", "model"}}, "compute.training"}, // the integers source has no model table
       {{{"staging", "pcie"}, {"pcie_bandwidth", "12"}}, "compute.pcie_bandwidth"},
       {{{"reduction", "gpu"}}, "compute.reduction"},
-      {{{"reduction_bandwidth", "10GBps"}}, "compute.reduction_bandwidth"},  // only with "memory_bandwidth"
+      {{{"reduction_bandwidth", "10GBps"}}, "compute.reduction_bandwidth"}, // only with "memory_bandwidth"
       {{{"reduction", "memory_bandwidth"}, {"reduction_bandwidth", "12"}}, "compute.reduction_bandwidth"},
   };
   for (const auto& c : cases) {

@@ -52,7 +52,7 @@ std::set<std::string> documented_fields()
   return fields;
 }
 
-}  // namespace
+} // namespace
 
 TEST(Config, GoodConfigValidates)
 {
@@ -85,7 +85,7 @@ TEST(Config, BrokenConfigsNameTheField)
   expect_rejected(c, "workload.n", "0");
 
   c = good_config();
-  c["ranks"] = 9;  // the star has 8 nodes
+  c["ranks"] = 9; // the star has 8 nodes
   expect_rejected(c, "ranks", "9");
 
   c = good_config();
@@ -93,7 +93,7 @@ TEST(Config, BrokenConfigsNameTheField)
   expect_rejected(c, "algorithm.name", "dense_ringg");
 
   c = good_config();
-  c["algorithm"]["bucket"] = 4;  // dense_ring has no parameters
+  c["algorithm"]["bucket"] = 4; // dense_ring has no parameters
   expect_rejected(c, "algorithm.bucket");
 
   c = good_config();
@@ -105,7 +105,7 @@ TEST(Config, BrokenConfigsNameTheField)
   expect_rejected(c, "topology.bandwidth", "10 Gbs");
 
   c = good_config();
-  c["topology"]["latency"] = 1e-6;  // a bare number: the unit is missing
+  c["topology"]["latency"] = 1e-6; // a bare number: the unit is missing
   expect_rejected(c, "topology.latency");
 
   c = good_config();
@@ -124,7 +124,7 @@ TEST(Config, RunsThatCannotFitAreRefusedWithTheEstimate)
   c["ranks"] = 4096;
   c["topology"]["nodes"] = 4096;
   c["algorithm"]["name"] = "topka";
-  c["workload"]["n"] = 100'000'000;  // 4096 residuals of 400 MB: 1.6 TB
+  c["workload"]["n"] = 100'000'000; // 4096 residuals of 400 MB: 1.6 TB
   expect_rejected(c, "ranks", "fits in memory");
 }
 
@@ -158,8 +158,7 @@ TEST(Config, DocsListExactlyTheFieldsTheLoaderReads)
   // with a "base") check their points when they load.
   const std::set<std::filesystem::path> ignored_folders = {"platforms", "models"};
   for (const auto* folder : {"/configs", "/tests/configs"})
-    for (const auto& entry :
-         std::filesystem::recursive_directory_iterator(std::string(SPARSIM_SOURCE_DIR) + folder))
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(std::string(SPARSIM_SOURCE_DIR) + folder))
       if (entry.path().extension() == ".json" && !ignored_folders.count(entry.path().parent_path().filename()) &&
           !read_json_file(entry.path()).contains("base"))
         configs.push_back(entry.path());

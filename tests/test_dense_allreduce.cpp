@@ -10,8 +10,8 @@ using namespace sparsim::testing;
 
 namespace {
 
-constexpr double kLatency = 1e-6;     // per link; a star route crosses two links
-constexpr double kBandwidth = 10e9;   // bytes per second
+constexpr double kLatency = 1e-6;   // per link; a star route crosses two links
+constexpr double kBandwidth = 10e9; // bytes per second
 constexpr double kAlpha = 2 * kLatency;
 
 nlohmann::json star_config(const std::string& algorithm, int ranks, long n)
@@ -48,11 +48,11 @@ std::vector<std::map<std::string, std::string>> run_verified(const nlohmann::jso
   EXPECT_EQ(run.exit_code, 0) << run.output;
   auto manifest = nlohmann::json::parse(read_text(run.dir / "manifest.json"));
   EXPECT_TRUE(manifest["verification"]["checked"].get<bool>());
-  EXPECT_EQ(manifest["verification"]["max_error_over_tolerance"].get<double>(), 0.0);  // integer data: exact
+  EXPECT_EQ(manifest["verification"]["max_error_over_tolerance"].get<double>(), 0.0); // integer data: exact
   return total_rows(run.dir);
 }
 
-}  // namespace
+} // namespace
 
 TEST(DenseRing, MatchesClosedFormOnStar)
 {
@@ -96,7 +96,7 @@ TEST(DenseRabenseifner, MatchesClosedFormOnStar)
     auto totals = run_verified(star_config("dense_rabenseifner", c.ranks, c.n), "rab");
     const int p2 = 1 << log2_floor(c.ranks);
     const bool folded = p2 != c.ranks;
-    const double halves = 4.0 * c.n * (p2 - 1) / p2;  // bytes per phase
+    const double halves = 4.0 * c.n * (p2 - 1) / p2; // bytes per phase
     double expected_time = 2 * log2_floor(c.ranks) * kAlpha + 2 * halves / kBandwidth;
     if (folded)
       expected_time += 2 * (kAlpha + c.n * 4 / kBandwidth);
@@ -175,7 +175,7 @@ TEST(DenseAllreduce, PresetsKeepVolumeAndAreNoFasterThanContentionFree)
     SCOPED_TRACE(preset);
     auto config = star;
     config["topology"] = {{"file", std::string(SPARSIM_SOURCE_DIR) + "/configs/" + preset}};
-    config["placement"] = {{"type", "random"}, {"seed", 3}};  // spread the ranks over groups and pods
+    config["placement"] = {{"type", "random"}, {"seed", 3}}; // spread the ranks over groups and pods
     CliResult run = run_config(config, "preset");
     ASSERT_EQ(run.exit_code, 0) << run.output;
     const auto manifest = nlohmann::json::parse(read_text(run.dir / "manifest.json"));

@@ -42,7 +42,7 @@ Set reference_top_k(const Set& set, std::size_t k)
 {
   std::vector<std::pair<Index, float>> entries(set.begin(), set.end());
   std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
-    return std::fabs(a.second) > std::fabs(b.second);  // entries start in index order: ties keep it
+    return std::fabs(a.second) > std::fabs(b.second); // entries start in index order: ties keep it
   });
   entries.resize(std::min(k, entries.size()));
   return Set(entries.begin(), entries.end());
@@ -134,14 +134,14 @@ std::unique_ptr<SparseAllreduce> gtopk() { return make_sparse_algorithm({{"name"
 
 class GTopkRanks : public ::testing::TestWithParam<int> {};
 
-}  // namespace
+} // namespace
 
 // (1) + (2): two iterations, the first with many magnitude ties (tie rule), the second with full-precision
 // values (summation tree); selection sizes from 0 to 1.5k (larger ones are cut to their top-k first).
 TEST_P(GTopkRanks, MatchesTheTreeEvaluatedDirectly)
 {
   const int P = GetParam();
-  const std::uint64_t n = 60;  // small, so that selections overlap and merges sum
+  const std::uint64_t n = 60; // small, so that selections overlap and merges sum
   const std::size_t k = 12;
   const std::vector<std::vector<SparseVector>> selections = {
       random_selections(P, n, k + k / 2, Values::dyadic, 7 + P),
@@ -171,12 +171,12 @@ TEST_P(GTopkRanks, CostOnTheStarMatchesTheClosedForm)
   const int P = GetParam();
   const std::uint64_t n = 4000;
   const std::size_t k = 500;
-  const double e = 8;  // int32 index + fp32 value
+  const double e = 8; // int32 index + fp32 value
   const auto algorithm = gtopk();
   const SparseRun run = run_sparse(*algorithm, {full_selections(P, n, k, 99 + P)}, n, k);
 
   const int rounds = ceil_log2(P);
-  const double alpha = 2 * kStarLatency;  // a route crosses two links
+  const double alpha = 2 * kStarLatency; // a route crosses two links
   const double expected_time = 2 * rounds * alpha + 2 * rounds * k * e / kStarBandwidth;
   const CostInputs in{P, n, k, WireFormat{}, alpha, 1.0 / kStarBandwidth};
   const ClosedForm cf = algorithm->closed_form(in);
@@ -250,7 +250,7 @@ TEST_P(GTopkRanks, DisjointSelectionsGiveTheTopKOfTheUnion)
   std::vector<Index> indices(n);
   std::iota(indices.begin(), indices.end(), 0);
   std::shuffle(indices.begin(), indices.end(), rng);
-  std::vector<int> magnitudes(static_cast<std::size_t>(P) * k);  // distinct: 1..Pk, in eighths
+  std::vector<int> magnitudes(static_cast<std::size_t>(P) * k); // distinct: 1..Pk, in eighths
   std::iota(magnitudes.begin(), magnitudes.end(), 1);
   std::shuffle(magnitudes.begin(), magnitudes.end(), rng);
   std::vector<SparseVector> selections(P);

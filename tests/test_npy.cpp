@@ -2,8 +2,8 @@
 // NpyError that names the file and the problem; the replay gradient source returning the recorded values for
 // each (rank, iteration), with its config errors naming the JSON path; and a TopkA run on replayed gradients
 // through the CLI, its result sizes checked against a brute-force error-feedback oracle.
-#include "sim/gradients/source.hpp"
 #include "sim/gradients/npy.hpp"
+#include "sim/gradients/source.hpp"
 #include "sparsim_cli.hpp"
 
 #include <algorithm>

@@ -34,7 +34,7 @@ SparseVector from_map(const std::map<Index, float>& m)
 
 std::map<Index, float> union_sum(const Selections& selections)
 {
-  std::map<Index, float> sum;  // test values are multiples of 1/8 below 2^10: exact in any order
+  std::map<Index, float> sum; // test values are multiples of 1/8 below 2^10: exact in any order
   for (const auto& s : selections)
     for (std::size_t e = 0; e < s.size(); ++e)
       sum[s.indices[e]] += s.values[e];
@@ -66,7 +66,7 @@ Selections random_selections(int P, std::uint64_t n, std::uint64_t k, std::mt199
   Selections out(P);
   for (auto& s : out) {
     std::map<Index, float> picked;
-    const std::uint64_t m = k / 2 + rng() % (k + 1);  // drifting counts, as under threshold reuse
+    const std::uint64_t m = k / 2 + rng() % (k + 1); // drifting counts, as under threshold reuse
     while (picked.size() < m)
       picked[static_cast<Index>(rng() % n)] = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 8.0f;
     s = from_map(picked);
@@ -108,7 +108,7 @@ struct Variant {
 
 class OkTopkVariants : public ::testing::TestWithParam<Variant> {};
 
-}  // namespace
+} // namespace
 
 TEST_P(OkTopkVariants, ResultMatchesTheDefinitionOnEveryRank)
 {
@@ -140,19 +140,19 @@ TEST_P(OkTopkVariants, ResultMatchesTheDefinitionOnEveryRank)
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Variants, OkTopkVariants,
-    ::testing::Values(Variant{1, nlohmann::json::object(), "default_P1"},
-                      Variant{2, nlohmann::json::object(), "default_P2"},
-                      Variant{3, nlohmann::json::object(), "default_P3"},
-                      Variant{8, nlohmann::json::object(), "default_P8"},
-                      Variant{13, nlohmann::json::object(), "default_P13"},
-                      Variant{16, nlohmann::json::object(), "default_P16"},
-                      Variant{7, {{"balancing", false}}, "no_balancing_P7"},
-                      Variant{6, {{"messages_per_step", 2}}, "two_messages_P6"},
-                      Variant{5, {{"rotation", false}, {"partition", "static"}}, "ablations_P5"},
-                      Variant{9, {{"bucket", 1}}, "bucket1_P9"}, Variant{10, {{"bucket", 16}}, "bucket16_P10"}),
-    [](const auto& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(Variants, OkTopkVariants,
+                         ::testing::Values(Variant{1, nlohmann::json::object(), "default_P1"},
+                                           Variant{2, nlohmann::json::object(), "default_P2"},
+                                           Variant{3, nlohmann::json::object(), "default_P3"},
+                                           Variant{8, nlohmann::json::object(), "default_P8"},
+                                           Variant{13, nlohmann::json::object(), "default_P13"},
+                                           Variant{16, nlohmann::json::object(), "default_P16"},
+                                           Variant{7, {{"balancing", false}}, "no_balancing_P7"},
+                                           Variant{6, {{"messages_per_step", 2}}, "two_messages_P6"},
+                                           Variant{5, {{"rotation", false}, {"partition", "static"}}, "ablations_P5"},
+                                           Variant{9, {{"bucket", 1}}, "bucket1_P9"},
+                                           Variant{10, {{"bucket", 16}}, "bucket16_P10"}),
+                         [](const auto& info) { return info.param.label; });
 
 TEST(OkTopk, RotationMakesEveryStepAPermutation)
 {
@@ -163,7 +163,7 @@ TEST(OkTopk, RotationMakesEveryStepAPermutation)
         const SplitStep s = oktopk_split_step(r, P, step, true);
         EXPECT_NE(s.dest, r);
         destinations.insert(s.dest);
-        EXPECT_EQ(oktopk_split_step(s.dest, P, step, true).source, r);  // the destination expects r
+        EXPECT_EQ(oktopk_split_step(s.dest, P, step, true).source, r); // the destination expects r
       }
       EXPECT_EQ(destinations.size(), static_cast<std::size_t>(P)) << "P=" << P << " step " << step;
     }
@@ -183,7 +183,7 @@ TEST(OkTopk, BalancedInputHasTheClosedFormVolume)
 {
   const int P = 8;
   const std::uint64_t per_region = 4;
-  const std::uint64_t k = per_region * P;  // k/P = 4 entries per rank per region
+  const std::uint64_t k = per_region * P; // k/P = 4 entries per rank per region
   const std::uint64_t n = 64 * P;
   const std::uint64_t region = n / P;
   std::vector<Selections> selections(2, Selections(P));
@@ -192,7 +192,7 @@ TEST(OkTopk, BalancedInputHasTheClosedFormVolume)
       std::map<Index, float> picked;
       for (int j = 0; j < P; ++j)
         for (std::uint64_t e = 0; e < per_region; ++e) {
-          const Index i = static_cast<Index>(j * region + r * per_region + e);  // disjoint across ranks
+          const Index i = static_cast<Index>(j * region + r * per_region + e); // disjoint across ranks
           // Iteration 0: all 1.0 (the exact top-k sets gth = 1). Iteration 1: rank 0's entries 2.0, others 0.5.
           picked[i] = it == 0 ? 1.0f : (r == 0 ? 2.0f : 0.5f);
         }

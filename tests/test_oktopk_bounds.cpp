@@ -19,7 +19,7 @@ struct Case {
 
 class OkTopkBound : public ::testing::TestWithParam<Case> {};
 
-}  // namespace
+} // namespace
 
 TEST_P(OkTopkBound, WordsPerRankStayUnderTheBoundOfTheActualCounts)
 {
@@ -49,7 +49,7 @@ TEST_P(OkTopkBound, WordsPerRankStayUnderTheBoundOfTheActualCounts)
   int checked = 0;
   for (auto& total : total_rows(run.dir)) {
     if (total["reevaluation"] == "1")
-      continue;  // the re-evaluation iteration gathers every reduced region: amortised, reported apart
+      continue; // the re-evaluation iteration gathers every reduced region: amortised, reported apart
     const int it = std::stoi(total["iteration"]);
     const double m = number(total, "local_selected_max");
     const double g = number(total, "global_selected");
@@ -67,12 +67,11 @@ TEST_P(OkTopkBound, WordsPerRankStayUnderTheBoundOfTheActualCounts)
     }
     ++checked;
   }
-  EXPECT_EQ(checked, 6);  // iterations 0 and 4 re-evaluate
+  EXPECT_EQ(checked, 6); // iterations 0 and 4 re-evaluate
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, OkTopkBound,
                          ::testing::Values(Case{4, "threshold_reuse"}, Case{16, "threshold_reuse"},
-                                           Case{64, "threshold_reuse"}, Case{256, "threshold_reuse"},
-                                           Case{4, "exact"}, Case{16, "exact"}, Case{64, "exact"},
-                                           Case{256, "exact"}),
+                                           Case{64, "threshold_reuse"}, Case{256, "threshold_reuse"}, Case{4, "exact"},
+                                           Case{16, "exact"}, Case{64, "exact"}, Case{256, "exact"}),
                          [](const auto& info) { return info.param.policy + "_P" + std::to_string(info.param.ranks); });

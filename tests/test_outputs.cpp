@@ -106,7 +106,7 @@ void expect_star_links_match_ranks(const CliResult& run, int ranks)
   }
 }
 
-}  // namespace
+} // namespace
 
 TEST(LinksCsv, StarDenseRingLoadsEachNodeLinkWithItsRanksTraffic)
 {
@@ -193,22 +193,22 @@ std::vector<nlohmann::json> slices_of(const nlohmann::json& trace, int rank)
 
 bool within(const nlohmann::json& inner, const nlohmann::json& outer)
 {
-  const double slack = 1e-6;  // microseconds; far below any simulated latency here
+  const double slack = 1e-6; // microseconds; far below any simulated latency here
   const double begin = inner.at("ts"), end = begin + inner.at("dur").get<double>();
   const double outer_begin = outer.at("ts"), outer_end = outer_begin + outer.at("dur").get<double>();
   return begin >= outer_begin - slack && end <= outer_end + slack;
 }
 
-}  // namespace
+} // namespace
 
 TEST(Trace, TimelineOfTheChosenIterationMatchesTheCounts)
 {
   const int ranks = 6, iterations = 3, traced = 1;
   const auto dir = scratch_dir("trace");
   std::ofstream(dir / "config.json") << experiment("trace", ranks, star(ranks), "oktopk", iterations).dump(2);
-  CliResult run = run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() +
-                          " --quiet --trace " + (dir / "trace.json").string() + " --trace-iteration " +
-                          std::to_string(traced));
+  CliResult run =
+      run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() + " --quiet --trace " +
+              (dir / "trace.json").string() + " --trace-iteration " + std::to_string(traced));
   run.dir = dir / "out";
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto trace = nlohmann::json::parse(read_text(dir / "trace.json"));
@@ -225,7 +225,7 @@ TEST(Trace, TimelineOfTheChosenIterationMatchesTheCounts)
 
   const auto sent = per_rank(run.dir, "bytes_sent", traced);
   const auto received = per_rank(run.dir, "bytes_recv", traced);
-  std::map<std::pair<int, std::string>, double> phase_time;  // (rank, phase) -> seconds, from ranks.csv
+  std::map<std::pair<int, std::string>, double> phase_time; // (rank, phase) -> seconds, from ranks.csv
   for (auto& row : read_csv(run.dir / "ranks.csv"))
     if (std::stoi(row["iteration"]) == traced)
       phase_time[{std::stoi(row["rank"]), row["phase"]}] += number(row, "time_s");

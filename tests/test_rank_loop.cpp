@@ -16,12 +16,12 @@ nlohmann::json topka_config(const nlohmann::json& compute, const std::string& po
   return config;
 }
 
-}  // namespace
+} // namespace
 
 TEST(RankLoop, ExactSelectionIsChargedAtMemoryBandwidth)
 {
-  CliResult run = run_config(topka_config({{"selection", "memory_bandwidth"}, {"memory_bandwidth", "100GBps"}},
-                                          "exact"), "charged");
+  CliResult run = run_config(
+      topka_config({{"selection", "memory_bandwidth"}, {"memory_bandwidth", "100GBps"}}, "exact"), "charged");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   // One streaming pass over 50000 floats plus 500 pairs written, at 100 GB/s.
   const double expected = (4.0 * 50000 + 8.0 * 500) / 100e9;
@@ -38,7 +38,7 @@ TEST(RankLoop, FreeSelectionTakesNoTime)
   CliResult run = run_config(topka_config({{"selection", "free"}}, "exact"), "free");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   for (int it = 0; it < 6; ++it)
-    EXPECT_EQ(phase_time(run.dir, it, "selection"), -1);  // no selection row at all
+    EXPECT_EQ(phase_time(run.dir, it, "selection"), -1); // no selection row at all
 }
 
 TEST(RankLoop, ThresholdReuseDriftsAndIsReported)
@@ -51,7 +51,7 @@ TEST(RankLoop, ThresholdReuseDriftsAndIsReported)
   for (auto& total : totals) {
     const int it = std::stoi(total["iteration"]);
     if (it % 3 == 0)
-      EXPECT_EQ(total["local_selected_max"], "500") << "re-evaluation iteration " << it;  // exact top-k
+      EXPECT_EQ(total["local_selected_max"], "500") << "re-evaluation iteration " << it; // exact top-k
     else
       drifted = drifted || total["local_selected_max"] != "500";
   }
@@ -67,7 +67,7 @@ TEST(RankLoop, WarmupIterationsAreDenseRingAllreduces)
   for (auto& total : total_rows(run.dir)) {
     const int it = std::stoi(total.at("iteration"));
     if (it < 2) {
-      EXPECT_EQ(number(total, "bytes_sent_max"), 2 * 4.0 * 50000 * 3 / 4);  // the ring's 2n(P-1)/P floats
+      EXPECT_EQ(number(total, "bytes_sent_max"), 2 * 4.0 * 50000 * 3 / 4); // the ring's 2n(P-1)/P floats
       EXPECT_EQ(total.at("local_selected_max"), "0");
     } else {
       EXPECT_EQ(total.at("local_selected_max"), "500");

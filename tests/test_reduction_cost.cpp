@@ -15,7 +15,7 @@ using namespace sparsim::testing;
 namespace {
 
 constexpr BytesPerSecond kReductionBandwidth = 1e8;
-constexpr double kAlpha = 2 * kStarLatency;  // a route crosses two links
+constexpr double kAlpha = 2 * kStarLatency; // a route crosses two links
 
 // Rank r selects k indices of its own (r*k .. r*k + k - 1), so no two ranks share an index; values grow
 // with the index and differ from rank to rank, so re-selection by magnitude has no ties.
@@ -30,7 +30,7 @@ std::vector<SparseVector> disjoint_selections(int P, std::uint64_t k)
   return selections;
 }
 
-}  // namespace
+} // namespace
 
 // gTopk at P = 4: rank 0 merges in both tree rounds, rank 2 in the first; each merge reads 2k pairs and
 // writes 2k (the sets are disjoint), and the re-selection reads 2k and writes k: 8 * 7k bytes per merge.
@@ -163,8 +163,8 @@ TEST(ReductionCost, DenseRecursiveDoublingWithoutFold)
   const int P = 4;
   const std::uint64_t n = 1000;
   const auto algorithm = make_dense_algorithm({{"name", "dense_recursive_doubling"}});
-  const auto run = run_dense(*algorithm, std::vector<std::vector<float>>(P, std::vector<float>(n, 1.0f)),
-                             kReductionBandwidth);
+  const auto run =
+      run_dense(*algorithm, std::vector<std::vector<float>>(P, std::vector<float>(n, 1.0f)), kReductionBandwidth);
   const double add = 12.0 * n / kReductionBandwidth;
   const double network = algorithm->closed_form({P, n, 0, WireFormat{}, kAlpha, 1.0 / kStarBandwidth}).time;
   for (int r = 0; r < P; ++r) {

@@ -41,8 +41,8 @@ CliResult run_sweep_into(const nlohmann::json& sweep, const std::filesystem::pat
 {
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "sweep.json") << sweep.dump(2);
-  CliResult r = run_cli("sweep " + (dir / "sweep.json").string() + " --out " + (dir / "out").string() +
-                        " --jobs " + std::to_string(jobs));
+  CliResult r = run_cli("sweep " + (dir / "sweep.json").string() + " --out " + (dir / "out").string() + " --jobs " +
+                        std::to_string(jobs));
   r.dir = dir / "out";
   return r;
 }
@@ -50,13 +50,13 @@ CliResult run_sweep_into(const nlohmann::json& sweep, const std::filesystem::pat
 // Manifest fields that legitimately differ between two runs of the same config: the time and memory the run
 // took on this machine, and the command line (it names the output folder).
 const std::vector<std::string> kRunDependentManifestFields = {"wall_time_s", "iteration_wall_s", "peak_rss_bytes",
-                                                               "command_line"};
+                                                              "command_line"};
 
 nlohmann::json manifest_without_run_dependent_fields(const std::filesystem::path& dir)
 {
   nlohmann::json manifest = nlohmann::json::parse(read_text(dir / "manifest.json"));
   for (const auto& field : kRunDependentManifestFields) {
-    EXPECT_TRUE(manifest.contains(field)) << field;  // the list names fields that exist
+    EXPECT_TRUE(manifest.contains(field)) << field; // the list names fields that exist
     manifest.erase(field);
   }
   return manifest;
@@ -114,7 +114,7 @@ std::string run_and_kill_half_way(const std::filesystem::path& config, const std
       if (!run.killed && !run.ended)
         fds.push_back({run.fd, POLLIN, 0});
     if (poll(fds.data(), fds.size(), static_cast<int>(left)) <= 0)
-      continue;  // timed out or interrupted: the deadline decides
+      continue; // timed out or interrupted: the deadline decides
     for (Run& run : runs) {
       const auto polled = std::find_if(fds.begin(), fds.end(), [&](const pollfd& p) { return p.fd == run.fd; });
       if (polled == fds.end() || polled->revents == 0)
@@ -122,7 +122,7 @@ std::string run_and_kill_half_way(const std::filesystem::path& config, const std
       char buffer[4096];
       const ssize_t got = read(run.fd, buffer, sizeof buffer);
       if (got <= 0) {
-        run.ended = true;  // it ended by itself
+        run.ended = true; // it ended by itself
         continue;
       }
       run.output.append(buffer, static_cast<std::size_t>(got));
@@ -136,7 +136,7 @@ std::string run_and_kill_half_way(const std::filesystem::path& config, const std
   for (std::size_t i = 0; i < runs.size(); ++i) {
     Run& run = runs[i];
     if (!run.killed)
-      kill(run.pid, SIGKILL);  // no progress line within the minute: do not leave it running
+      kill(run.pid, SIGKILL); // no progress line within the minute: do not leave it running
     close(run.fd);
     int status = 0;
     waitpid(run.pid, &status, 0);
@@ -182,7 +182,7 @@ void expect_complete_or_no_results(const std::filesystem::path& out)
     EXPECT_TRUE(complete_csv(out / file.get<std::string>())) << file;
 }
 
-}  // namespace
+} // namespace
 
 TEST(Determinism, SweepFilesAreIdenticalWithOneOrTwoJobs)
 {
@@ -196,7 +196,7 @@ TEST(Determinism, SweepFilesAreIdenticalWithOneOrTwoJobs)
   std::size_t totals = 0;
   for (auto& row : read_csv(one.dir / "summary.csv"))
     totals += row.at("phase") == "total" ? 1 : 0;
-  EXPECT_EQ(totals, 8u * 3u);  // one total row per point and iteration: nothing was lost
+  EXPECT_EQ(totals, 8u * 3u); // one total row per point and iteration: nothing was lost
   std::size_t points = 0;
   for (const auto& entry : std::filesystem::directory_iterator(one.dir / "points")) {
     const auto other = two.dir / "points" / entry.path().filename();
@@ -226,8 +226,8 @@ TEST(NoLostResults, RunKilledHalfWayLeavesCompleteFilesOrNoneAndRerunMatches)
   // killed half-way (one that could not finish by then), then a rerun of the reference's config.
   nlohmann::json other = sixteen_ranks(2);
   std::ofstream(dir / "other.json") << other.dump(2);
-  const CliResult earlier = run_cli("run " + (dir / "other.json").string() + " --out " + (dir / "reused").string() +
-                                    " --quiet");
+  const CliResult earlier =
+      run_cli("run " + (dir / "other.json").string() + " --out " + (dir / "reused").string() + " --quiet");
   ASSERT_EQ(earlier.exit_code, 0) << earlier.output;
 
   const std::string failure = run_and_kill_half_way(dir / "never_done.json", {dir / "fresh", dir / "reused"});
@@ -261,8 +261,8 @@ TEST(NoLostResults, LeftoverTemporaryFilesAreRemovedAndNeverTakenForResults)
   std::ofstream(dir / "out" / "manifest.json.tmp-999999") << "{\"files\": [\"results.csv\"]";
   expect_complete_or_no_results(dir / "out");
 
-  const CliResult run = run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() +
-                                " --quiet");
+  const CliResult run =
+      run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() + " --quiet");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   expect_complete_or_no_results(dir / "out");
   EXPECT_FALSE(std::filesystem::exists(dir / "out" / "results.csv.tmp-999999"));

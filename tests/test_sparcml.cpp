@@ -15,9 +15,9 @@ using namespace sparsim::testing;
 
 namespace {
 
-constexpr Bytes kElement = 8;  // default wire: int32 index + fp32 value
+constexpr Bytes kElement = 8; // default wire: int32 index + fp32 value
 constexpr Bytes kValue = 4;
-constexpr double kRouteLatency = 2 * kStarLatency;  // a star route crosses two links
+constexpr double kRouteLatency = 2 * kStarLatency; // a star route crosses two links
 
 nlohmann::json spec_of(const std::string& variant)
 {
@@ -83,7 +83,7 @@ class SparcmlAll : public ::testing::TestWithParam<Case> {};
 class SparcmlSplit : public ::testing::TestWithParam<Case> {};
 class SparcmlRecursiveDouble : public ::testing::TestWithParam<int> {};
 
-}  // namespace
+} // namespace
 
 // Union sum on every rank, on inputs from sparse to full (k >= n) to empty, and bitwise-identical results
 // when the sums are not exact.
@@ -94,17 +94,17 @@ TEST_P(SparcmlAll, UnionSumOnEveryRank)
   auto algorithm = make_sparse_algorithm(spec_of(variant));
   std::mt19937_64 rng(7 + P);
   std::vector<std::vector<SparseVector>> its;
-  its.push_back(random_selections(P, n, 10, 1 + P));   // 0: sparse: every region stays sparse
-  its.push_back(random_selections(P, n, 600, 2 + P));  // 1: dense union: DSAR regions go dense
-  its.emplace_back();                                   // 2: everything in [0, 100): regions 0/1 busy, rest empty
+  its.push_back(random_selections(P, n, 10, 1 + P));  // 0: sparse: every region stays sparse
+  its.push_back(random_selections(P, n, 600, 2 + P)); // 1: dense union: DSAR regions go dense
+  its.emplace_back();                                 // 2: everything in [0, 100): regions 0/1 busy, rest empty
   for (int r = 0; r < P; ++r)
     its.back().push_back(random_selection(rng, 0, 100, 50));
-  its.push_back(random_selections(P, n, n, 3 + P));    // 3: k >= n: every rank selects every index
-  its.emplace_back(P);                                  // 4: all selections empty
-  its.emplace_back();                                   // 5: odd ranks only
+  its.push_back(random_selections(P, n, n, 3 + P)); // 3: k >= n: every rank selects every index
+  its.emplace_back(P);                              // 4: all selections empty
+  its.emplace_back();                               // 5: odd ranks only
   for (int r = 0; r < P; ++r)
     its.back().push_back(r % 2 == 1 ? random_selection(rng, 0, n, 30) : SparseVector{});
-  its.emplace_back();                                   // 6: inexact float sums
+  its.emplace_back(); // 6: inexact float sums
   for (int r = 0; r < P; ++r) {
     SparseVector s = random_selection(rng, 0, n, 300);
     for (float& v : s.values)
@@ -143,23 +143,22 @@ TEST_P(SparcmlAll, UnionSumOnEveryRank)
 TEST_P(SparcmlAll, FewerIndicesThanRanks)
 {
   const auto [variant, P] = GetParam();
-  const std::uint64_t n = (P + 1) / 2;  // < P from P = 2 on
+  const std::uint64_t n = (P + 1) / 2; // < P from P = 2 on
   auto algorithm = make_sparse_algorithm(spec_of(variant));
   std::mt19937_64 rng(11 + P);
   std::vector<std::vector<SparseVector>> its;
-  its.push_back(random_selections(P, n, n, 1 + P));  // every rank selects every index
-  its.emplace_back();                                 // each rank some of them, or none
+  its.push_back(random_selections(P, n, n, 1 + P)); // every rank selects every index
+  its.emplace_back();                               // each rank some of them, or none
   for (int r = 0; r < P; ++r)
     its.back().push_back(random_selection(rng, 0, n, r % 3));
-  its.emplace_back(P);                                // all empty
+  its.emplace_back(P); // all empty
   const SparseRun run = run_sparse(*algorithm, its, n, 0);
   for (std::size_t it = 0; it < its.size(); ++it)
     for (int r = 0; r < P; ++r)
       EXPECT_EQ(run.iterations[it][r].result, union_sum(its[it])) << "iteration " << it << " rank " << r;
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, SparcmlAll,
-                         ::testing::ValuesIn([] {
+INSTANTIATE_TEST_SUITE_P(Variants, SparcmlAll, ::testing::ValuesIn([] {
                            std::vector<Case> cases;
                            for (const char* v : {"recursive_double", "ssar", "dsar", "dsar_global"})
                              for (int P : {1, 2, 3, 5, 8, 16})
@@ -173,7 +172,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, SparcmlAll,
 TEST_P(SparcmlSplit, EvenDisjointSelectionsMoveExactBytes)
 {
   const auto [variant, P] = GetParam();
-  const std::uint64_t L = 64, m = 4;  // region length; per rank per region
+  const std::uint64_t L = 64, m = 4; // region length; per rank per region
   const std::uint64_t n = P * L, k = P * m;
   std::vector<SparseVector> selections(P);
   for (int r = 0; r < P; ++r)
@@ -223,7 +222,7 @@ TEST_P(SparcmlSplit, RegionGoesDenseExactlyAboveBreakEven)
 {
   const auto [variant, P] = GetParam();
   const std::uint64_t L = 16, n = P * L;
-  const std::uint64_t pattern[] = {7, 9, 8, 0};  // union size of region j: pattern[j % 4]
+  const std::uint64_t pattern[] = {7, 9, 8, 0}; // union size of region j: pattern[j % 4]
   std::vector<std::map<Index, float>> picked(P);
   std::uint64_t union_nnz = 0;
   for (int j = 0; j < P; ++j)
@@ -275,12 +274,11 @@ TEST_P(SparcmlSplit, AllSelectionsInOneRegion)
     const PhaseStats scatter = run.phase(0, r, "reduce_scatter");
     EXPECT_EQ(scatter.bytes_recv, r == 0 ? k * (P - 1) * kElement : 0);
     EXPECT_EQ(scatter.bytes_sent, r == 0 ? 0 : k * kElement);
-    EXPECT_EQ(scatter.msgs_recv, static_cast<std::uint64_t>(P - 1));  // empty slices are sent too
+    EXPECT_EQ(scatter.msgs_recv, static_cast<std::uint64_t>(P - 1)); // empty slices are sent too
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, SparcmlSplit,
-                         ::testing::ValuesIn([] {
+INSTANTIATE_TEST_SUITE_P(Variants, SparcmlSplit, ::testing::ValuesIn([] {
                            std::vector<Case> cases;
                            for (const char* v : {"ssar", "dsar", "dsar_global"})
                              for (int P : {1, 2, 3, 5, 8, 16})
@@ -295,7 +293,7 @@ TEST(SparcmlDsar, BreakEvenFollowsTheWireFormat)
 {
   const int P = 4;
   const std::uint64_t L = 18, n = P * L;
-  const std::uint64_t sizes[] = {5, 7, 0, 18};  // union size of region j
+  const std::uint64_t sizes[] = {5, 7, 0, 18}; // union size of region j
   std::vector<SparseVector> selections(P);
   for (int j = 0; j < P; ++j)
     for (std::uint64_t t = 0; t < sizes[j]; ++t) {
@@ -305,7 +303,7 @@ TEST(SparcmlDsar, BreakEvenFollowsTheWireFormat)
   auto algorithm = make_sparse_algorithm(spec_of("dsar"));
   const WireFormat bf16{4, 2};
   const SparseRun run = run_sparse(*algorithm, {selections}, n, 0, bf16);
-  const Bytes region_bytes[] = {5 * 6, 18 * 2, 0, 18 * 2};  // 5 sparse, 7 dense, empty sparse, full dense
+  const Bytes region_bytes[] = {5 * 6, 18 * 2, 0, 18 * 2}; // 5 sparse, 7 dense, empty sparse, full dense
   for (int r = 0; r < P; ++r) {
     Bytes others = 0;
     for (int j = 0; j < P; ++j)
@@ -324,7 +322,7 @@ TEST(SparcmlDsar, GlobalSwitchAtAThirdOfN)
   std::vector<std::vector<SparseVector>> its;
   for (std::uint64_t union_nnz : {39, 40}) {
     std::vector<std::map<Index, float>> picked(P);
-    for (std::uint64_t t = 0; t < union_nnz; ++t)  // spread over the regions and the ranks
+    for (std::uint64_t t = 0; t < union_nnz; ++t) // spread over the regions and the ranks
       picked[t % P][static_cast<Index>((t % P) * L + t / P)] = 3.0f;
     its.emplace_back();
     for (const auto& p : picked)
@@ -334,7 +332,7 @@ TEST(SparcmlDsar, GlobalSwitchAtAThirdOfN)
   const SparseRun run = run_sparse(*algorithm, its, n, 0);
   for (int r = 0; r < P; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
-    const std::uint64_t own_sparse = its[0][r].size();  // rank r's selection lies in region r
+    const std::uint64_t own_sparse = its[0][r].size(); // rank r's selection lies in region r
     EXPECT_EQ(run.phase(0, r, "allgather").bytes_recv, (39 - own_sparse) * kElement);
     EXPECT_EQ(run.phase(1, r, "allgather").bytes_recv, (P - 1) * L * kValue);
     EXPECT_EQ(run.phase(1, r, "count_allgather").bytes_recv, 4u * (P - 1));
@@ -370,10 +368,10 @@ TEST_P(SparcmlRecursiveDouble, DisjointSelectionsFillIn)
     EXPECT_EQ(out.result.size(), P * k);
     max_sent = std::max(max_sent, out.total.bytes_sent);
     max_recv = std::max(max_recv, out.total.bytes_recv);
-    if (rem == 0) {  // rounds 0..log2 P - 1 receive k, 2k, 4k, ... elements: (P-1) k in all
+    if (rem == 0) { // rounds 0..log2 P - 1 receive k, 2k, 4k, ... elements: (P-1) k in all
       EXPECT_EQ(out.total.bytes_recv, (P - 1) * k * kElement);
       EXPECT_EQ(out.total.bytes_sent, (P - 1) * k * kElement);
-    } else if (r < 2 * rem) {  // folded pairs: the selection goes up, the result comes back
+    } else if (r < 2 * rem) { // folded pairs: the selection goes up, the result comes back
       const bool even = r % 2 == 0;
       EXPECT_EQ(run.phase(0, r, even ? "fold" : "unfold").bytes_sent, (even ? k : P * k) * kElement);
       EXPECT_EQ(run.phase(0, r, even ? "unfold" : "fold").bytes_recv, (even ? P * k : k) * kElement);
@@ -405,7 +403,7 @@ TEST(SparcmlRecursiveDouble, FillInIsCappedAtN)
   const SparseRun run = run_sparse(*algorithm, {selections}, n, n);
   for (const auto& out : run.iterations[0]) {
     EXPECT_EQ(out.result, union_sum(selections));
-    EXPECT_EQ(out.total.bytes_recv, 3 * n * kElement);  // log2 8 rounds of n elements
+    EXPECT_EQ(out.total.bytes_recv, 3 * n * kElement); // log2 8 rounds of n elements
   }
 }
 
@@ -417,10 +415,8 @@ TEST(SparcmlConfig, ParametersAreCheckedAndReported)
             nlohmann::json({{"switch", "global"}, {"throttle", 32}}));
   EXPECT_THROW(make_sparse_algorithm({{"name", "sparcml_ssar_split_allgather"}, {"throttle", 0}}), ConfigError);
   EXPECT_EQ(make_sparse_algorithm(spec_of("ssar"))->name(), "sparcml_ssar_split_allgather");
-  EXPECT_THROW(make_sparse_algorithm({{"name", "sparcml_dsar_split_allgather"}, {"switch", "sometimes"}}),
-               ConfigError);
-  EXPECT_THROW(make_sparse_algorithm({{"name", "sparcml_ssar_split_allgather"}, {"switch", "global"}}),
-               ConfigError);
+  EXPECT_THROW(make_sparse_algorithm({{"name", "sparcml_dsar_split_allgather"}, {"switch", "sometimes"}}), ConfigError);
+  EXPECT_THROW(make_sparse_algorithm({{"name", "sparcml_ssar_split_allgather"}, {"switch", "global"}}), ConfigError);
   for (const char* v : {"recursive_double", "ssar", "dsar", "dsar_global"}) {
     auto algorithm = make_sparse_algorithm(spec_of(v));
     EXPECT_EQ(algorithm->residual_rule(), SparseAllreduce::ResidualRule::all_selected) << v;

@@ -33,7 +33,7 @@ std::vector<SparseVector> random_parts(int parts, int per_part, Index offset, In
 
 SparseVector oracle_sum(const std::vector<SparseVector>& parts)
 {
-  std::map<Index, std::vector<float>> values;  // per index, in part order
+  std::map<Index, std::vector<float>> values; // per index, in part order
   for (const auto& part : parts)
     for (std::size_t e = 0; e < part.size(); ++e)
       values[part.indices[e]].push_back(part.values[e]);
@@ -52,7 +52,8 @@ void expect_bitwise_equal(const SparseVector& got, const SparseVector& want)
 {
   ASSERT_EQ(got.indices, want.indices);
   for (std::size_t e = 0; e < want.size(); ++e)
-    ASSERT_EQ(std::bit_cast<std::uint32_t>(got.values[e]), std::bit_cast<std::uint32_t>(want.values[e])) << "entry " << e;
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(got.values[e]), std::bit_cast<std::uint32_t>(want.values[e]))
+        << "entry " << e;
 }
 
 SparseVector sum_of(const std::vector<SparseVector>& parts)
@@ -63,7 +64,7 @@ SparseVector sum_of(const std::vector<SparseVector>& parts)
   return sum_in_order(pointers);
 }
 
-}  // namespace
+} // namespace
 
 TEST(SparseOps, SumInOrderMatchesTheOracleOnNarrowAndWideSpans)
 {
@@ -86,7 +87,7 @@ TEST(SparseOps, SumInOrderKeepsNegativeZeroAndEmptyParts)
   const SparseVector sum = sum_of(parts);
   expect_bitwise_equal(sum, oracle_sum(parts));
   ASSERT_EQ(sum.size(), 3u);
-  EXPECT_TRUE(std::signbit(sum.values[0]));  // a lone -0 stays -0
+  EXPECT_TRUE(std::signbit(sum.values[0])); // a lone -0 stays -0
   EXPECT_TRUE(sum_of(std::vector<SparseVector>(3)).empty());
 }
 

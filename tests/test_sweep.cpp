@@ -124,9 +124,9 @@ struct BackgroundSweep {
 void interrupt_sweep(const std::filesystem::path& dir, int signal, int& exit_status)
 {
   std::ofstream(dir / "interrupted.json") << points_sweep(kNeverDone).dump(2);
-  const std::string command = fmt::format("exec {}/sparsim sweep {} --out {} --jobs 2 > {} 2>&1", SPARSIM_BINARY_DIR,
-                                          (dir / "interrupted.json").string(), (dir / "out").string(),
-                                          (dir / "interrupted.log").string());
+  const std::string command =
+      fmt::format("exec {}/sparsim sweep {} --out {} --jobs 2 > {} 2>&1", SPARSIM_BINARY_DIR,
+                  (dir / "interrupted.json").string(), (dir / "out").string(), (dir / "interrupted.log").string());
   BackgroundSweep sweep;
   sweep.pid = fork();
   if (sweep.pid == 0) {
@@ -140,12 +140,14 @@ void interrupt_sweep(const std::filesystem::path& dir, int signal, int& exit_sta
   while (!(point0_complete() && point_running(out, 1) && point_running(out, 2))) {
     if (const auto status = sweep.wait(false))
       FAIL() << "the sweep ended (status " << *status << ") before point 0 was complete with points 1 and 2 "
-             << "running:\n" << read_text(dir / "interrupted.log");
+             << "running:\n"
+             << read_text(dir / "interrupted.log");
     if (std::chrono::steady_clock::now() > deadline)
       FAIL() << "after 60 s, point 0 is " << (point0_complete() ? "" : "not ") << "complete, point 1 "
              << (point_running(out, 1) ? "" : "not ") << "running, point 2 " << (point_running(out, 2) ? "" : "not ")
-             << "running:\n" << read_text(dir / "interrupted.log");
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the poll's period, not a synchronisation
+             << "running:\n"
+             << read_text(dir / "interrupted.log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5)); // the poll's period, not a synchronisation
   }
   kill(sweep.pid, signal);
   exit_status = *sweep.wait();
@@ -172,7 +174,7 @@ void expect_resume_matches_uninterrupted(const std::filesystem::path& dir)
   EXPECT_EQ(read_text(dir / "out" / "summary.csv"), read_text(whole.dir / "summary.csv"));
 }
 
-}  // namespace
+} // namespace
 
 TEST(Sweep, RunsEveryPointAndResumes)
 {
@@ -185,7 +187,7 @@ TEST(Sweep, RunsEveryPointAndResumes)
     points.insert(row.at("point"));
   EXPECT_EQ(points.size(), 6u);
   for (auto& row : rows)
-    EXPECT_EQ(row.at("axis:ranks"), row.at("ranks"));  // the axis value reached the run
+    EXPECT_EQ(row.at("axis:ranks"), row.at("ranks")); // the axis value reached the run
   const std::string summary = read_text(first.dir / "summary.csv");
   // Not a terminal: a plain line per finished point with the counts and times.
   // (Elapsed as format_wall writes it: "42s", "1m05s" or "1h02m", whatever the machine's speed.)
@@ -232,8 +234,9 @@ TEST(Sweep, OnlyRunsASliceAndKeepsTheOtherPoints)
     summarised.insert(row.at("point"));
   EXPECT_EQ(summarised.size(), 4u);
   // Two values of one path select either; two paths select both.
-  CliResult both = run_sweep_cli(tiny_sweep(), dir, "--jobs 1 --resume --only ranks=2 --only ranks=8 "
-                                                    "--only algorithm.name=dense_ring");
+  CliResult both = run_sweep_cli(tiny_sweep(), dir,
+                                 "--jobs 1 --resume --only ranks=2 --only ranks=8 "
+                                 "--only algorithm.name=dense_ring");
   ASSERT_EQ(both.exit_code, 0) << both.output;
   EXPECT_NE(both.output.find("2 points selected by --only (of 6), 0 complete already, 2 to run"), std::string::npos)
       << both.output;
@@ -249,7 +252,7 @@ TEST(Sweep, OnlyRunsASliceAndKeepsTheOtherPoints)
 TEST(Sweep, BadPointIsRejectedBeforeAnythingRuns)
 {
   auto sweep = tiny_sweep();
-  sweep["axes"]["ranks"] = {2, 9};  // the star has 8 nodes
+  sweep["axes"]["ranks"] = {2, 9}; // the star has 8 nodes
   const auto dir = scratch_dir("badsweep");
   CliResult r = run_sweep_cli(sweep, dir, "");
   EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -322,7 +325,7 @@ TEST(Sweep, SigkillThenResumeGivesTheSameSummary)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const std::vector<pid_t> orphans = processes_mentioning(out);
   for (pid_t pid : orphans)
-    kill(pid, SIGKILL);  // do not leave them running
+    kill(pid, SIGKILL); // do not leave them running
   ASSERT_TRUE(orphans.empty()) << orphans.size() << " point process(es) still ran 30 s after the sweep was killed";
   expect_resume_matches_uninterrupted(dir);
 }
@@ -406,7 +409,7 @@ TEST(Sweep, SlurmScriptsRunTheSamePoints)
   EXPECT_NE(emitted.output.find("sbatch " + emitted.dir.string() + "/sweep.sbatch"), std::string::npos)
       << emitted.output;
   const std::string array = read_text(emitted.dir / "sweep.sbatch");
-  EXPECT_NE(array.find("#SBATCH --array=0-1\n"), std::string::npos) << array;  // 6 points, 4 per task
+  EXPECT_NE(array.find("#SBATCH --array=0-1\n"), std::string::npos) << array; // 6 points, 4 per task
   for (const std::string key : {"sparsim=", "points_dir=", "relative_to="}) {
     const auto at = array.find("\n" + key);
     ASSERT_NE(at, std::string::npos) << key;
@@ -414,7 +417,7 @@ TEST(Sweep, SlurmScriptsRunTheSamePoints)
   }
   for (int i = 0; i < 6; ++i)
     EXPECT_TRUE(std::filesystem::exists(emitted.dir / fmt::format("points/{:04d}/config.json", i)));
-  EXPECT_EQ(complete_points(emitted.dir), 0u);  // nothing ran yet
+  EXPECT_EQ(complete_points(emitted.dir), 0u); // nothing ran yet
 
   CliResult early = run_cli("sweep " + (dir / "sweep.json").string() + " --out " + emitted.dir.string() + " --gather");
   EXPECT_EQ(early.exit_code, 1) << early.output;
@@ -437,10 +440,16 @@ TEST(Sweep, SweepFileInTheCurrentFolder)
   const auto dir = scratch_dir("sweepcwd");
   std::ofstream(dir / "sweep.json") << tiny_sweep().dump(2);
   const std::string binary = std::string(SPARSIM_BINARY_DIR) + "/sparsim";
-  EXPECT_EQ(std::system(("cd " + dir.string() + " && " + binary + " sweep sweep.json --out out --jobs 2 > log 2>&1").c_str()), 0)
+  EXPECT_EQ(
+      std::system(("cd " + dir.string() + " && " + binary + " sweep sweep.json --out out --jobs 2 > log 2>&1").c_str()),
+      0)
       << read_text(dir / "log");
   EXPECT_EQ(complete_points(dir / "out"), 6u);
-  EXPECT_EQ(std::system(("cd " + dir.string() + " && " + binary + " sweep sweep.json --out slurm --emit-slurm > log 2>&1").c_str()), 0)
+  EXPECT_EQ(
+      std::system(
+          ("cd " + dir.string() + " && " + binary + " sweep sweep.json --out slurm --emit-slurm > log 2>&1").c_str()),
+      0)
       << read_text(dir / "log");
-  EXPECT_NE(read_text(dir / "slurm" / "gather.sbatch").find(fmt::format("'{}/sweep.json'", dir.string())), std::string::npos);
+  EXPECT_NE(read_text(dir / "slurm" / "gather.sbatch").find(fmt::format("'{}/sweep.json'", dir.string())),
+            std::string::npos);
 }

@@ -30,7 +30,7 @@ CliResult run_limited(const nlohmann::json& config, const std::string& name, con
   return result;
 }
 
-}  // namespace
+} // namespace
 
 TEST(TimeLimit, StopsBeforeTheNextIterationWithPartialResultsThatMatchAFullRun)
 {

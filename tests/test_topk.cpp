@@ -84,7 +84,7 @@ void check_topk(const std::vector<float>& x, std::size_t k, const std::string& w
   const std::string label = what + " n=" + std::to_string(x.size()) + " k=" + std::to_string(k);
   const SparseVector expected = select_topk_reference(x, k);
   expect_identical(select_topk(x, k), expected, label);
-  SparseVector into = {{7, 8, 9}, {1.0f, 2.0f, 3.0f}};  // stale content that must be discarded
+  SparseVector into = {{7, 8, 9}, {1.0f, 2.0f, 3.0f}}; // stale content that must be discarded
   select_topk(x, k, into);
   expect_identical(into, expected, label + " into");
   const float kth = kth_largest_magnitude(x, k);
@@ -128,16 +128,16 @@ const char* name(Dist dist)
 // k values around the interesting boundaries for an input of n entries.
 std::vector<std::size_t> ks_for(std::size_t n)
 {
-  const std::set<std::size_t> ks = {0, 1, 2, n / 1000, n / 100, n / 50, n / 10, n / 2, n > 0 ? n - 1 : 0, n, n + 1,
-                                    2 * n + 5};
+  const std::set<std::size_t> ks = {0, 1,     2,        n / 1000, n / 100, n / 50, n / 10, n / 2, n > 0 ? n - 1 : 0,
+                                    n, n + 1, 2 * n + 5};
   return {ks.begin(), ks.end()};
 }
 
 // Sizes around the SIMD width (16), the radix select's finish (1024), the compaction chunk (2048), the switch from
 // exact to sampled ranges (2^14), and large ones.
 const std::vector<std::size_t> kSizes = {
-  1, 2, 3, 15, 16, 17, 31, 33, 100, 1000, 1025, 2047, 2048, 2049, 4097, 16383, 16384, 16385, 65537, 100003, 300007,
-  (std::size_t{1} << 20) + 3};
+    1,    2,    3,    15,   16,    17,    31,    33,    100,    1000,   1025,
+    2047, 2048, 2049, 4097, 16383, 16384, 16385, 65537, 100003, 300007, (std::size_t{1} << 20) + 3};
 
 TEST(TopkReference, MatchesFullSortWithTiesAndNaN)
 {
@@ -240,7 +240,7 @@ TEST(Topk, AllZerosIncludingNegativeZeroKeepSignBits)
         EXPECT_EQ(std::signbit(top.values[j]), j % 2 == 0) << "n=" << n << " k=" << k << " j=" << j;
       }
       if (k > 0) {
-        EXPECT_EQ(std::bit_cast<std::uint32_t>(kth_largest_magnitude(x, k)), 0u);  // +0.0, the magnitude
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(kth_largest_magnitude(x, k)), 0u); // +0.0, the magnitude
       }
       check_topk(x, k, "zeros");
     }
@@ -259,9 +259,8 @@ TEST(Topk, ManyTiesAtTheBoundary)
     for (std::size_t k : ks_for(n))
       check_topk(x, k, "ties");
     // k exactly at the end of a level and one past it.
-    const std::size_t top_level = static_cast<std::size_t>(std::count_if(x.begin(), x.end(), [](float v) {
-      return std::fabs(v) == 0.75f;
-    }));
+    const std::size_t top_level =
+        static_cast<std::size_t>(std::count_if(x.begin(), x.end(), [](float v) { return std::fabs(v) == 0.75f; }));
     for (std::size_t k : {top_level - 1, top_level, top_level + 1})
       check_topk(x, k, "ties at level end");
   }
@@ -306,17 +305,16 @@ TEST(Topk, NaNIsNeverSelectedNorCounted)
     for (int layout = 0; layout < 4; ++layout) {
       std::vector<float> x = base;
       if (layout == 0)
-        x.front() = kNaN;  // at the start
+        x.front() = kNaN; // at the start
       if (layout == 1)
-        x.back() = -kNaN;  // at the end, negative
+        x.back() = -kNaN; // at the end, negative
       if (layout == 2)
         for (std::size_t i = 0; i < n; i += 3)
-          x[i] = kNaN;  // everywhere
+          x[i] = kNaN; // everywhere
       if (layout == 3)
-        std::fill(x.begin(), x.end(), kNaN);  // only NaN
-      const std::size_t non_nan = static_cast<std::size_t>(std::count_if(x.begin(), x.end(), [](float v) {
-        return !std::isnan(v);
-      }));
+        std::fill(x.begin(), x.end(), kNaN); // only NaN
+      const std::size_t non_nan =
+          static_cast<std::size_t>(std::count_if(x.begin(), x.end(), [](float v) { return !std::isnan(v); }));
       for (std::size_t k : ks_for(n)) {
         const SparseVector top = select_topk(x, k);
         EXPECT_EQ(top.size(), std::min(k, non_nan));
@@ -428,8 +426,8 @@ TEST(SelectAbove, MatchesPlainLoop)
 TEST(SelectAbove, ThresholdEdgeCases)
 {
   const std::vector<float> x = {-0.0f, 0.0f, 1.0f, -1.0f, kInf, -kInf, kNaN, 2.0f};
-  EXPECT_EQ(select_above(x, -1.0f).indices, (std::vector<Index>{0, 1, 2, 3, 4, 5, 7}));  // every non-NaN entry
-  EXPECT_EQ(select_above(x, -0.0f).indices, (std::vector<Index>{2, 3, 4, 5, 7}));        // strict: zeros are out
+  EXPECT_EQ(select_above(x, -1.0f).indices, (std::vector<Index>{0, 1, 2, 3, 4, 5, 7})); // every non-NaN entry
+  EXPECT_EQ(select_above(x, -0.0f).indices, (std::vector<Index>{2, 3, 4, 5, 7}));       // strict: zeros are out
   EXPECT_EQ(select_above(x, 1.0f).indices, (std::vector<Index>{4, 5, 7}));
   EXPECT_TRUE(select_above(x, kInf).empty());
   EXPECT_TRUE(select_above(x, kNaN).empty());
@@ -459,9 +457,8 @@ TEST(Topk, KthLargestAndSelectAboveComposeIntoTheTopK)
         }
       std::vector<std::size_t> order(composed.size());
       std::iota(order.begin(), order.end(), std::size_t{0});
-      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-        return composed.indices[a] < composed.indices[b];
-      });
+      std::sort(order.begin(), order.end(),
+                [&](std::size_t a, std::size_t b) { return composed.indices[a] < composed.indices[b]; });
       SparseVector sorted;
       for (std::size_t j : order) {
         sorted.indices.push_back(composed.indices[j]);
@@ -506,5 +503,5 @@ TEST(Topk, RejectsInputsLargerThanIndexCanAddress)
   EXPECT_THROW(select_topk_reference(too_big, 1), std::length_error);
 }
 
-}  // namespace
-}  // namespace sparsim
+} // namespace
+} // namespace sparsim

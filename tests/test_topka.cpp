@@ -31,7 +31,7 @@ std::vector<SparseVector> random_selections(int P, std::uint64_t n, std::uint64_
 // The definition, computed directly: a map from index to the sum of every rank's value there.
 SparseVector union_sum(const std::vector<SparseVector>& selections)
 {
-  std::map<Index, float> sum;  // values are multiples of 1/8 below 2^10: sums are exact in any order
+  std::map<Index, float> sum; // values are multiples of 1/8 below 2^10: sums are exact in any order
   for (const auto& s : selections)
     for (std::size_t e = 0; e < s.size(); ++e)
       sum[s.indices[e]] += s.values[e];
@@ -50,7 +50,7 @@ struct Shape {
 
 class TopkAShapes : public ::testing::TestWithParam<Shape> {};
 
-}  // namespace
+} // namespace
 
 TEST_P(TopkAShapes, UnionSumOnEveryRankAndExactVolume)
 {
@@ -77,7 +77,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, TopkAShapes,
                                            Shape{1, "recursive_doubling"}, Shape{2, "recursive_doubling"},
                                            Shape{6, "recursive_doubling"}, Shape{16, "recursive_doubling"},
                                            Shape{13, "recursive_doubling"}),
-                         [](const auto& info) { return info.param.allgather + "_P" + std::to_string(info.param.ranks); });
+                         [](const auto& info) {
+                           return info.param.allgather + "_P" + std::to_string(info.param.ranks);
+                         });
 
 TEST(TopkA, EmptySelectionsGiveAnEmptyResult)
 {

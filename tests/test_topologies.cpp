@@ -60,10 +60,7 @@ std::vector<std::size_t> first_nodes(std::size_t ranks)
   return nodes;
 }
 
-json star_spec(int nodes)
-{
-  return {{"type", "star"}, {"nodes", nodes}, {"bandwidth", "10GBps"}, {"latency", "1us"}};
-}
+json star_spec(int nodes) { return {{"type", "star"}, {"nodes", nodes}, {"bandwidth", "10GBps"}, {"latency", "1us"}}; }
 
 // A small dragonfly with several parallel global links, so that gateway choice matters.
 json small_dragonfly_spec()
@@ -84,8 +81,12 @@ json small_dragonfly_spec()
 
 json small_fat_tree_spec()
 {
-  return {{"type", "fat_tree"},   {"levels", 3},          {"down", {4, 2, 3}},
-          {"up", {1, 2, 3}},      {"bandwidth", "100Gbps"}, {"latency", "100ns"},
+  return {{"type", "fat_tree"},
+          {"levels", 3},
+          {"down", {4, 2, 3}},
+          {"up", {1, 2, 3}},
+          {"bandwidth", "100Gbps"},
+          {"latency", "100ns"},
           {"per_level", {{{"latency", "500ns"}}, json::object(), {{"bandwidth", "200Gbps"}}}}};
 }
 
@@ -165,7 +166,6 @@ ConfigError config_error(const json& spec, const std::filesystem::path& config_d
   ADD_FAILURE() << "no ConfigError for " << spec.dump();
   return ConfigError("", "", "");
 }
-
 
 // --- Star: exact alpha-beta times -------------------------------------------------------------------------
 
@@ -319,10 +319,9 @@ TEST(TopologyCounts, PerLevelFiguresReachTheLinks)
     }
     EXPECT_EQ(seen.size(), levels.size());
   };
-  expect_levels(load(small_fat_tree_spec())->graph(),
-                {{"fat_tree_L0", {12.5e9, 500e-9}},
-                 {"fat_tree_L1", {12.5e9, 100e-9}},
-                 {"fat_tree_L2", {25e9, 100e-9}}});
+  expect_levels(
+      load(small_fat_tree_spec())->graph(),
+      {{"fat_tree_L0", {12.5e9, 500e-9}}, {"fat_tree_L1", {12.5e9, 100e-9}}, {"fat_tree_L2", {25e9, 100e-9}}});
   expect_levels(load(small_dragonfly_spec())->graph(), {{"node", {5.25e9, 650e-9}},
                                                         {"intra_chassis", {5.25e9, 100e-9}},
                                                         {"intra_group", {3 * 5.25e9, 150e-9}},
@@ -334,8 +333,8 @@ TEST(TopologyCounts, ResolvedSpecsParseBackToThemselves)
   json odd = star_spec(5);
   odd["bandwidth"] = "1.234567890123Gbps";
   odd["latency"] = "0.1234567890123us";
-  for (const json& spec : {star_spec(5), odd, small_fat_tree_spec(), small_dragonfly_spec(),
-                           json{{"file", "platforms/piz_daint.json"}}}) {
+  for (const json& spec :
+       {star_spec(5), odd, small_fat_tree_spec(), small_dragonfly_spec(), json{{"file", "platforms/piz_daint.json"}}}) {
     const json resolved = load(spec)->to_json();
     EXPECT_EQ(load(resolved)->to_json(), resolved) << resolved.dump();
   }
@@ -471,12 +470,12 @@ TEST(TopologyPizDaint, LatenciesSpanSameRouterToAcrossGroups)
     hosts[a]->route_to(hosts[b], links, &seconds);
     return seconds;
   };
-  EXPECT_NEAR(latency(0, 1), 1.3e-6, 1e-15);    // same router (blade)
-  EXPECT_NEAR(latency(0, 4), 1.4e-6, 1e-15);    // same chassis
-  EXPECT_NEAR(latency(0, 64), 1.45e-6, 1e-15);  // next chassis, same slot
-  EXPECT_NEAR(latency(0, 68), 1.55e-6, 1e-15);  // next chassis, other slot
+  EXPECT_NEAR(latency(0, 1), 1.3e-6, 1e-15);     // same router (blade)
+  EXPECT_NEAR(latency(0, 4), 1.4e-6, 1e-15);     // same chassis
+  EXPECT_NEAR(latency(0, 64), 1.45e-6, 1e-15);   // next chassis, same slot
+  EXPECT_NEAR(latency(0, 68), 1.55e-6, 1e-15);   // next chassis, other slot
   EXPECT_NEAR(latency(0, 384), 1.7e-6, 1e-15);   // next group, both nodes on the routers of one global link
-  EXPECT_NEAR(latency(44, 1648), 2.2e-6, 1e-15);  // across groups, two intra-group hops on both sides
+  EXPECT_NEAR(latency(44, 1648), 2.2e-6, 1e-15); // across groups, two intra-group hops on both sides
   const auto summary = sparsim::summarize_routes(*topology, first_nodes(hosts.size()));
   EXPECT_NEAR(summary.latency_min, 1.3e-6, 1e-15);
   EXPECT_GE(summary.latency_max, 2.0e-6);
@@ -549,4 +548,4 @@ TEST(TopologyFatTree, PresetHas4096Nodes)
   EXPECT_DOUBLE_EQ(summary.bandwidth_min, 12.5e9);
 }
 
-}  // namespace
+} // namespace

@@ -2,8 +2,8 @@
 // the MLP's gradient against finite differences of an independent double-precision forward pass, the
 // determinism and batch partition of the source, learning under exact dense updates, and whole runs
 // through the CLI with a dense and a sparse collective.
-#include "sim/run/config.hpp"
 #include "sim/gradients/training_source.hpp"
+#include "sim/run/config.hpp"
 #include "sparsim_cli.hpp"
 
 #include <chrono>
@@ -60,8 +60,8 @@ std::vector<std::uint8_t> idx_labels(const std::vector<std::uint8_t>& labels)
 
 void write_plain(const std::filesystem::path& file, const std::vector<std::uint8_t>& bytes)
 {
-  std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                               static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(file, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
 void write_gzip(const std::filesystem::path& file, const std::vector<std::uint8_t>& bytes)
@@ -97,7 +97,7 @@ std::string dataset_error(const std::filesystem::path& dir)
 
 struct Oracle {
   double loss = 0;
-  double smallest_pre_activation = INFINITY;  // |z| of hidden units: FD is valid while h is far below it
+  double smallest_pre_activation = INFINITY; // |z| of hidden units: FD is valid while h is far below it
 };
 
 Oracle oracle_loss(const std::vector<std::size_t>& widths, const std::vector<double>& params,
@@ -241,7 +241,7 @@ nlohmann::json training_config(const std::string& algorithm, double density, int
   };
 }
 
-}  // namespace
+} // namespace
 
 // ---- IDX reader ----
 
@@ -297,10 +297,10 @@ TEST(Idx, RejectsMalformedBytesWithTheReason)
   };
   auto images = idx_images(2, 2, 3);
   auto wrong_magic = images;
-  wrong_magic[3] = 0x01;  // a labels file's magic
+  wrong_magic[3] = 0x01; // a labels file's magic
   EXPECT_NE(message([&] { parse_idx_images(wrong_magic, "f"); }).find("magic number 0x00000801"), std::string::npos);
   auto float_type = images;
-  float_type[2] = 0x0D;  // IDX type float
+  float_type[2] = 0x0D; // IDX type float
   EXPECT_NE(message([&] { parse_idx_images(float_type, "f"); }).find("magic"), std::string::npos);
   auto short_data = images;
   short_data.pop_back();
@@ -376,7 +376,7 @@ TEST(Mlp, FlattensTheLastLayerFirstBiasBeforeWeight)
 TEST(Mlp, GradientMatchesFiniteDifferencesOnRandomNetworks)
 {
   random_mlp_case({5, 4, 3}, 4, 11);
-  random_mlp_case({6, 5, 4, 3}, 3, 12);  // two hidden layers: the delta goes through a ReLU twice
+  random_mlp_case({6, 5, 4, 3}, 3, 12); // two hidden layers: the delta goes through a ReLU twice
 }
 
 TEST(Mlp, GradientMatchesFiniteDifferencesOnRealImages)
@@ -457,7 +457,7 @@ TEST(TrainingSource, BatchesPartitionEachEpoch)
   EXPECT_EQ(seen.size(), 60000u);
   // The next epoch is a different order.
   const auto first = source.batch_samples(0, 0);
-  const auto later = source.batch_samples(0, 470);  // positions 60160.., early in epoch 1
+  const auto later = source.batch_samples(0, 470); // positions 60160.., early in epoch 1
   EXPECT_NE(first, later);
   EXPECT_NE(source.batch_samples(0, 0), source.batch_samples(1, 0));
 }
@@ -493,8 +493,8 @@ TEST(TrainingSource, UpdatesFollowTheReducedSumAndTheLastIterationStaysReproduci
   EXPECT_NE(again, gradient);
   dense_step(source, P, 1);
   EXPECT_THROW(source.generate(0, 0, again), std::logic_error);
-  EXPECT_THROW(source.apply_dense_update(1, gradient, P), std::logic_error);     // iteration 1 was applied
-  EXPECT_THROW(source.apply_dense_update(2, {}, P), std::runtime_error);        // phantom data: no values
+  EXPECT_THROW(source.apply_dense_update(1, gradient, P), std::logic_error); // iteration 1 was applied
+  EXPECT_THROW(source.apply_dense_update(2, {}, P), std::runtime_error);     // phantom data: no values
   EXPECT_EQ(source.training_log().size(), 2u);
 }
 
@@ -547,8 +547,7 @@ TEST(TrainingConfig, RejectsAWrongNAndAMissingDataset)
     ADD_FAILURE() << "a missing dataset accepted";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.path(), "gradients.dataset");
-    EXPECT_NE(std::string(e.what()).find("/tmp/no-such-folder/train-images-idx3-ubyte"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("/tmp/no-such-folder/train-images-idx3-ubyte"), std::string::npos) << e.what();
   }
   config = training_config("dense_ring", 0.01, 1, mlp_parameters(32));
   config["gradients"]["eval_samples"] = 10001;
@@ -599,5 +598,6 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, TrainingRuns,
                                            std::make_pair(std::string("topka"), 0.01),
                                            std::make_pair(std::string("topka"), 0.1)),
                          [](const auto& info) {
-                           return info.param.first + "_density" + std::to_string(static_cast<int>(info.param.second * 100));
+                           return info.param.first + "_density" +
+                                  std::to_string(static_cast<int>(info.param.second * 100));
                          });

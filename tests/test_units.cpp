@@ -12,10 +12,10 @@ TEST(Units, DurationsCarryTheirUnit)
   EXPECT_DOUBLE_EQ(*parse_duration("2 ms"), 2e-3);
   EXPECT_DOUBLE_EQ(*parse_duration("0s"), 0.0);
   EXPECT_DOUBLE_EQ(*parse_duration("1e-3s"), 1e-3);
-  EXPECT_FALSE(parse_duration("1.3"));        // no unit
-  EXPECT_FALSE(parse_duration("1.3 usec"));   // unknown unit
-  EXPECT_FALSE(parse_duration("-1us"));       // negative
-  EXPECT_FALSE(parse_duration("us"));         // no number
+  EXPECT_FALSE(parse_duration("1.3"));      // no unit
+  EXPECT_FALSE(parse_duration("1.3 usec")); // unknown unit
+  EXPECT_FALSE(parse_duration("-1us"));     // negative
+  EXPECT_FALSE(parse_duration("us"));       // no number
 }
 
 TEST(Units, BandwidthBytesAndBits)
@@ -24,9 +24,9 @@ TEST(Units, BandwidthBytesAndBits)
   EXPECT_DOUBLE_EQ(*parse_bandwidth("100Gbps"), 12.5e9);
   EXPECT_DOUBLE_EQ(*parse_bandwidth("1GiBps"), 1073741824.0);
   EXPECT_DOUBLE_EQ(*parse_bandwidth("10 MBps"), 1e7);
-  EXPECT_FALSE(parse_bandwidth("10 Gbs"));  // the typo issue 7 names
-  EXPECT_FALSE(parse_bandwidth("10GB"));    // a size, not a rate
-  EXPECT_FALSE(parse_bandwidth("0GBps"));   // zero bandwidth
+  EXPECT_FALSE(parse_bandwidth("10 Gbs")); // the typo issue 7 names
+  EXPECT_FALSE(parse_bandwidth("10GB"));   // a size, not a rate
+  EXPECT_FALSE(parse_bandwidth("0GBps"));  // zero bandwidth
 }
 
 TEST(Units, Bytes)
@@ -34,7 +34,7 @@ TEST(Units, Bytes)
   EXPECT_EQ(*parse_bytes("8B"), 8u);
   EXPECT_EQ(*parse_bytes("4KiB"), 4096u);
   EXPECT_EQ(*parse_bytes("1.5MB"), 1500000u);
-  EXPECT_FALSE(parse_bytes("0.5B"));  // not a whole byte
+  EXPECT_FALSE(parse_bytes("0.5B")); // not a whole byte
 }
 
 TEST(JsonReader, ErrorsNameThePathValueAndExpectation)

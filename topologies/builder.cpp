@@ -11,8 +11,8 @@ namespace {
 // Formats `value` with the fewest decimals in the largest of `units` (largest first) whose text parses back
 // to exactly `value` ("650ns", "4.7GBps"); otherwise in the base unit, where the shortest form round-trips.
 template <class Parse>
-std::string exact_text(double value, std::initializer_list<std::pair<const char*, double>> units,
-                       const char* base_unit, Parse parse)
+std::string exact_text(double value, std::initializer_list<std::pair<const char*, double>> units, const char* base_unit,
+                       Parse parse)
 {
   constexpr int kMaxDecimals = 9;
   for (const auto& [unit, scale] : units) {
@@ -27,7 +27,7 @@ std::string exact_text(double value, std::initializer_list<std::pair<const char*
   return fmt::format("{}{}", value, base_unit);
 }
 
-}  // namespace
+} // namespace
 
 LinkSpec read_link_spec(JsonReader& reader)
 {
@@ -39,9 +39,8 @@ LinkSpec read_link_spec(JsonReader& reader)
 
 nlohmann::json link_spec_json(const LinkSpec& spec)
 {
-  const std::string bandwidth =
-      exact_text(spec.bandwidth, {{"GBps", 1e9}, {"MBps", 1e6}, {"kBps", 1e3}, {"Bps", 1}}, "Bps",
-                 [](const std::string& text) { return parse_bandwidth(text); });
+  const std::string bandwidth = exact_text(spec.bandwidth, {{"GBps", 1e9}, {"MBps", 1e6}, {"kBps", 1e3}, {"Bps", 1}},
+                                           "Bps", [](const std::string& text) { return parse_bandwidth(text); });
   const std::string latency = exact_text(spec.latency, {{"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}}, "s",
                                          [](const std::string& text) { return parse_duration(text); });
   return {{"bandwidth", bandwidth}, {"latency", latency}};
@@ -52,5 +51,4 @@ std::size_t read_count(JsonReader& reader, std::string_view key, std::size_t max
   return static_cast<std::size_t>(reader.get_int(key, fallback, 1, static_cast<std::int64_t>(max)));
 }
 
-
-}  // namespace sparsim
+} // namespace sparsim

@@ -36,4 +36,4 @@ std::unique_ptr<Topology> parse_star(JsonReader& spec);
 std::unique_ptr<Topology> parse_fat_tree(JsonReader& spec);
 std::unique_ptr<Topology> parse_dragonfly(JsonReader& spec);
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -49,7 +49,7 @@ struct Slot {
 // The dragonfly's shape and the numbering of its vertices and links, shared by graph() and the router.
 struct DragonflyShape {
   std::size_t groups = 0, chassis = 0, routers = 0, nodes = 0;
-  std::size_t global_links = 1;  // per pair of groups
+  std::size_t global_links = 1; // per pair of groups
 
   std::size_t routers_per_group() const { return chassis * routers; }
   std::size_t router_count() const { return groups * routers_per_group(); }
@@ -129,8 +129,8 @@ struct DragonflyShape {
       std::size_t best_cost = std::numeric_limits<std::size_t>::max();
       for (std::size_t i = 0; i < global_links && best_cost > 0; ++i) {
         const std::size_t k = (start + i) % global_links;
-        const std::size_t cost = distance(src_slot, gateway(src_group, dst_group, k)) +
-                                 distance(gateway(dst_group, src_group, k), dst_slot);
+        const std::size_t cost =
+            distance(src_slot, gateway(src_group, dst_group, k)) + distance(gateway(dst_group, src_group, k), dst_slot);
         if (cost < best_cost) {
           best = k;
           best_cost = cost;
@@ -162,7 +162,9 @@ struct DragonflyLinks {
 class DragonflyTopology : public Topology {
 public:
   DragonflyTopology(DragonflyShape shape, std::size_t global_ports, DragonflyLinks links)
-      : shape_(shape), global_ports_(global_ports), links_(links)
+      : shape_(shape)
+      , global_ports_(global_ports)
+      , links_(links)
   {
   }
 
@@ -218,9 +220,8 @@ public:
                             {"global", link_spec_json(links_.global)}};
     links["intra_chassis"]["cables"] = links_.intra_chassis_cables;
     links["intra_group"]["cables"] = links_.intra_group_cables;
-    return {{"type", "dragonfly"},          {"groups", shape_.groups},
-            {"chassis", shape_.chassis},     {"routers", shape_.routers},
-            {"nodes", shape_.nodes},         {"global_links", shape_.global_links},
+    return {{"type", "dragonfly"},           {"groups", shape_.groups}, {"chassis", shape_.chassis},
+            {"routers", shape_.routers},     {"nodes", shape_.nodes},   {"global_links", shape_.global_links},
             {"global_ports", global_ports_}, {"links", links}};
   }
 
@@ -248,7 +249,7 @@ LinkSpec read_level(JsonReader& links, std::string_view key, std::size_t* cables
   return spec;
 }
 
-}  // namespace
+} // namespace
 
 std::unique_ptr<Topology> parse_dragonfly(JsonReader& spec)
 {
@@ -283,4 +284,4 @@ std::unique_ptr<Topology> parse_dragonfly(JsonReader& spec)
   return std::make_unique<DragonflyTopology>(shape, global_ports, links);
 }
 
-}  // namespace sparsim
+} // namespace sparsim

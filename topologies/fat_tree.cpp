@@ -28,16 +28,16 @@ namespace sparsim {
 namespace {
 
 constexpr std::size_t kMaxLevels = 8;                      // routes of 2 * kMaxLevels links fit in a HopList
-constexpr std::size_t kMaxElements = std::size_t{1} << 24;  // switches or links per level
+constexpr std::size_t kMaxElements = std::size_t{1} << 24; // switches or links per level
 
 // The shape of the tree and the numbering of its vertices and links, shared by graph() and the router.
 struct TreeShape {
   std::size_t levels = 0;
   std::array<std::size_t, kMaxLevels> down{};
   std::array<std::size_t, kMaxLevels> up{};
-  std::array<std::size_t, kMaxLevels + 1> level_size{};   // elements at level l (level 0: compute nodes)
-  std::array<std::size_t, kMaxLevels + 1> vertex_base{};  // vertex index of element 0 of level l
-  std::array<std::size_t, kMaxLevels> link_base{};        // link index of the first link from level l up
+  std::array<std::size_t, kMaxLevels + 1> level_size{};  // elements at level l (level 0: compute nodes)
+  std::array<std::size_t, kMaxLevels + 1> vertex_base{}; // vertex index of element 0 of level l
+  std::array<std::size_t, kMaxLevels> link_base{};       // link index of the first link from level l up
 
   using Digits = std::array<std::size_t, kMaxLevels>;
 
@@ -96,7 +96,9 @@ struct TreeShape {
 class FatTreeTopology : public Topology {
 public:
   FatTreeTopology(TreeShape shape, LinkSpec default_link, std::vector<LinkSpec> per_level)
-      : shape_(shape), default_link_(default_link), per_level_(std::move(per_level))
+      : shape_(shape)
+      , default_link_(default_link)
+      , per_level_(std::move(per_level))
   {
   }
 
@@ -156,7 +158,7 @@ private:
   std::vector<LinkSpec> per_level_;
 };
 
-}  // namespace
+} // namespace
 
 std::unique_ptr<Topology> parse_fat_tree(JsonReader& spec)
 {
@@ -209,4 +211,4 @@ std::unique_ptr<Topology> parse_fat_tree(JsonReader& spec)
   return std::make_unique<FatTreeTopology>(shape, default_link, std::move(per_level));
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -8,16 +8,15 @@
 
 namespace sparsim {
 
-NetworkGraph::NetworkGraph(std::size_t node_count) : graph_(node_count), node_count_(node_count)
+NetworkGraph::NetworkGraph(std::size_t node_count)
+    : graph_(node_count)
+    , node_count_(node_count)
 {
   for (std::size_t i = 0; i < node_count; ++i)
     graph_[i].name = fmt::format("node{}", i);
 }
 
-std::size_t NetworkGraph::add_router(std::string name)
-{
-  return boost::add_vertex(Vertex{std::move(name)}, graph_);
-}
+std::size_t NetworkGraph::add_router(std::string name) { return boost::add_vertex(Vertex{std::move(name)}, graph_); }
 
 std::size_t NetworkGraph::add_link(Link link)
 {
@@ -73,4 +72,4 @@ void NetworkGraph::write_dot(std::ostream& out) const
                         boost::get(&Vertex::name, graph_));
 }
 
-}  // namespace sparsim
+} // namespace sparsim

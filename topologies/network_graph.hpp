@@ -27,12 +27,12 @@ public:
     std::string name;
   };
   struct Link {
-    std::string name;  // SimGrid's links are name + "_UP" (from -> to) and name + "_DOWN" (to -> from)
+    std::string name; // SimGrid's links are name + "_UP" (from -> to) and name + "_DOWN" (to -> from)
     std::size_t from = 0;
     std::size_t to = 0;
-    BytesPerSecond bandwidth = 0;  // per direction
+    BytesPerSecond bandwidth = 0; // per direction
     Seconds latency = 0;
-    std::string level;  // "node", "intra_chassis", "intra_group", "global" or "fat_tree_L<i>"
+    std::string level; // "node", "intra_chassis", "intra_group", "global" or "fat_tree_L<i>"
   };
 
   // Creates the compute nodes "node0".."node<N-1>" as vertices 0..N-1.
@@ -64,4 +64,4 @@ private:
   std::vector<Graph::edge_descriptor> links_;
 };
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -20,7 +20,11 @@ namespace {
 
 class StarTopology : public Topology {
 public:
-  StarTopology(std::size_t nodes, LinkSpec link) : nodes_(nodes), link_(link) {}
+  StarTopology(std::size_t nodes, LinkSpec link)
+      : nodes_(nodes)
+      , link_(link)
+  {
+  }
 
   std::string type() const override { return "star"; }
   std::size_t node_count() const override { return nodes_; }
@@ -61,7 +65,7 @@ private:
   LinkSpec link_;
 };
 
-}  // namespace
+} // namespace
 
 std::unique_ptr<Topology> parse_star(JsonReader& spec)
 {
@@ -70,4 +74,4 @@ std::unique_ptr<Topology> parse_star(JsonReader& spec)
   return std::make_unique<StarTopology>(nodes, link);
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -1,7 +1,7 @@
 // Topology specs (inline or from a platform file), rank placement and contention-free route figures.
+#include "topologies/topology.hpp"
 #include "topologies/builder.hpp"
 #include "topologies/network_graph.hpp"
-#include "topologies/topology.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -42,7 +42,7 @@ std::uint64_t uniform_below(std::mt19937_64& rng, std::uint64_t bound)
 // Up to this many ranks, summarize_routes() looks at every ordered pair.
 constexpr std::size_t kAllPairsRanks = 64;
 
-}  // namespace
+} // namespace
 
 std::unique_ptr<Topology> parse_topology(JsonReader topology, const std::filesystem::path& config_dir)
 {
@@ -60,9 +60,9 @@ std::unique_ptr<Topology> parse_topology(JsonReader topology, const std::filesys
     return std::filesystem::is_regular_file(path);
   });
   if (found == std::end(candidates))
-    topology.fail("file", file,
-                  fmt::format("a platform file (looked for {} and {})", candidates[0].string(),
-                              candidates[1].string()));
+    topology.fail(
+        "file", file,
+        fmt::format("a platform file (looked for {} and {})", candidates[0].string(), candidates[1].string()));
 
   nlohmann::json document;
   try {
@@ -154,4 +154,4 @@ RouteSummary summarize_routes(const Topology& topology, const std::vector<std::s
   return summary;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

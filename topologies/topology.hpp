@@ -26,7 +26,7 @@
 
 namespace sparsim {
 
-class NetworkGraph;  // topologies/network_graph.hpp
+class NetworkGraph; // topologies/network_graph.hpp
 
 // One step of a route: graph link `link`, crossed from link.from to link.to (up) or back (!up).
 struct Hop {
@@ -59,8 +59,8 @@ struct RouteSummary {
 class Topology {
 public:
   virtual ~Topology() = default;
-  virtual std::string type() const = 0;          // "star", "fat_tree", "dragonfly"
-  virtual std::size_t node_count() const = 0;    // compute nodes (ranks can be placed on these)
+  virtual std::string type() const = 0;       // "star", "fat_tree", "dragonfly"
+  virtual std::size_t node_count() const = 0; // compute nodes (ranks can be placed on these)
   // The network as a graph of nodes, routers/switches and links (compute node i is graph vertex i).
   virtual NetworkGraph graph() const = 0;
   // Appends to `hops` the route from compute node `src` to compute node `dst` (src != dst), in order.
@@ -90,4 +90,4 @@ std::vector<std::size_t> place_ranks(const Placement& placement, int ranks, std:
 // (0, j) and (i, i+1), which cover the diameter on the symmetric topologies here.
 RouteSummary summarize_routes(const Topology& topology, const std::vector<std::size_t>& rank_nodes);
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -2,9 +2,9 @@
 //
 // `smpirun -platform libsparsim_smpi_platform.so` makes SimGrid dlopen this library and call load_platform()
 // (SimGrid 3.32 loads platforms from .so files). It reads the sparsim config named by the environment variable
-// SPARSIM_SMPI_CONFIG and builds its "topology" with sparsim's own builders (topologies/, sim/network/simgrid/zone), the same code and
-// the same host names ("node<i>") as `sparsim run`. Which hosts the ranks run on is the hostfile's business
-// (sparsim_smpi_setup writes it from the config's placement).
+// SPARSIM_SMPI_CONFIG and builds its "topology" with sparsim's own builders (topologies/, sim/network/simgrid/zone),
+// the same code and the same host names ("node<i>") as `sparsim run`. Which hosts the ranks run on is the hostfile's
+// business (sparsim_smpi_setup writes it from the config's placement).
 #include "sim/base/json_reader.hpp"
 #include "sim/network/simgrid/zone.hpp"
 #include "topologies/topology.hpp"
@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <memory>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <simgrid/s4u/Engine.hpp>
 

@@ -3,8 +3,8 @@
 // of the config's network model, one per line (the options sparsim starts its engine with).
 //
 // Usage: sparsim_smpi_setup CONFIG HOSTFILE
-#include "sim/run/config.hpp"
 #include "sim/network/simgrid/engine.hpp"
+#include "sim/run/config.hpp"
 #include "topologies/network_graph.hpp"
 
 #include <cstdio>

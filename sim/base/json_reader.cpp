@@ -6,8 +6,8 @@
 namespace sparsim {
 
 ConfigError::ConfigError(std::string path, std::string value, std::string expected)
-    : std::runtime_error(fmt::format("config error at {}: got {}, expected {}", path.empty() ? "(root)" : path,
-                                     value, expected))
+    : std::runtime_error(
+          fmt::format("config error at {}: got {}, expected {}", path.empty() ? "(root)" : path, value, expected))
     , path_(std::move(path))
     , value_(std::move(value))
     , expected_(std::move(expected))
@@ -40,10 +40,12 @@ std::string fold_indices(const std::string& path)
   }
   return folded;
 }
-}  // namespace
+} // namespace
 
 JsonReader::JsonReader(const nlohmann::json& node, std::string path, std::shared_ptr<FieldLog> log)
-    : node_(node), path_(std::move(path)), log_(std::move(log))
+    : node_(node)
+    , path_(std::move(path))
+    , log_(std::move(log))
 {
   if (!node_.is_object())
     throw ConfigError(path_, describe_json(node_), "a JSON object");
@@ -229,4 +231,4 @@ void JsonReader::finish() const
       throw ConfigError(path_of(key), describe_json(value), "no such field here (unknown key; see docs/config.md)");
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -9,8 +9,6 @@
 #include "sim/base/units.hpp"
 
 #include <array>
-#include <stdexcept>
-#include <type_traits>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -18,9 +16,9 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
-#include <type_traits>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace sparsim {
@@ -124,4 +122,4 @@ private:
 // Short printable form of a JSON value for error messages (strings quoted, long values cut).
 std::string describe_json(const nlohmann::json& value);
 
-}  // namespace sparsim
+} // namespace sparsim

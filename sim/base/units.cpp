@@ -17,8 +17,8 @@ std::optional<std::pair<double, std::string_view>> split_number_and_unit(std::st
                                text[pos] == 'e' || text[pos] == 'E' || text[pos] == '+' || text[pos] == '-')) {
     // An 'e' followed by a letter starts the unit, not an exponent ("1e" is never a number here).
     if ((text[pos] == 'e' || text[pos] == 'E') &&
-        (pos + 1 >= text.size() || !(std::isdigit(static_cast<unsigned char>(text[pos + 1])) ||
-                                     text[pos + 1] == '-' || text[pos + 1] == '+')))
+        (pos + 1 >= text.size() ||
+         !(std::isdigit(static_cast<unsigned char>(text[pos + 1])) || text[pos + 1] == '-' || text[pos + 1] == '+')))
       break;
     ++pos;
   }
@@ -46,7 +46,7 @@ std::optional<double> parse_scaled(std::string_view text, const std::pair<std::s
   return std::nullopt;
 }
 
-}  // namespace
+} // namespace
 
 std::optional<Seconds> parse_duration(std::string_view text)
 {
@@ -58,10 +58,10 @@ std::optional<Seconds> parse_duration(std::string_view text)
 std::optional<BytesPerSecond> parse_bandwidth(std::string_view text)
 {
   static constexpr std::pair<std::string_view, double> units[] = {
-      {"Bps", 1.0},           {"kBps", 1e3},           {"KBps", 1e3},           {"MBps", 1e6},
-      {"GBps", 1e9},          {"TBps", 1e12},          {"KiBps", 1024.0},       {"MiBps", 1048576.0},
-      {"GiBps", 1073741824.0}, {"TiBps", 1099511627776.0}, {"bps", 0.125},       {"kbps", 1e3 / 8},
-      {"Kbps", 1e3 / 8},      {"Mbps", 1e6 / 8},       {"Gbps", 1e9 / 8},       {"Tbps", 1e12 / 8}};
+      {"Bps", 1.0},      {"kBps", 1e3},     {"KBps", 1e3},        {"MBps", 1e6},           {"GBps", 1e9},
+      {"TBps", 1e12},    {"KiBps", 1024.0}, {"MiBps", 1048576.0}, {"GiBps", 1073741824.0}, {"TiBps", 1099511627776.0},
+      {"bps", 0.125},    {"kbps", 1e3 / 8}, {"Kbps", 1e3 / 8},    {"Mbps", 1e6 / 8},       {"Gbps", 1e9 / 8},
+      {"Tbps", 1e12 / 8}};
   const auto bandwidth = parse_scaled(text, units);
   // Zero, and numbers that overflow (or vanish) once scaled by the unit, are no bandwidth.
   if (!bandwidth || !std::isnormal(*bandwidth))
@@ -72,8 +72,8 @@ std::optional<BytesPerSecond> parse_bandwidth(std::string_view text)
 std::optional<Bytes> parse_bytes(std::string_view text)
 {
   static constexpr std::pair<std::string_view, double> units[] = {
-      {"B", 1.0},   {"kB", 1e3},         {"KB", 1e3},         {"MB", 1e6},           {"GB", 1e9},
-      {"TB", 1e12}, {"KiB", 1024.0},     {"MiB", 1048576.0},  {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+      {"B", 1.0},   {"kB", 1e3},     {"KB", 1e3},        {"MB", 1e6},           {"GB", 1e9},
+      {"TB", 1e12}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
   const auto bytes = parse_scaled(text, units);
   if (!bytes || *bytes != std::floor(*bytes) || *bytes > 1.8e19)
     return std::nullopt;
@@ -105,4 +105,4 @@ std::string format_bytes(double bytes)
   return fmt::format("{:.0f}B", bytes);
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -30,4 +30,4 @@ std::string format_duration(Seconds s);
 std::string format_bandwidth(BytesPerSecond b);
 std::string format_bytes(double bytes);
 
-}  // namespace sparsim
+} // namespace sparsim

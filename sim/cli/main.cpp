@@ -1,15 +1,14 @@
 // The sparsim command line: run, validate, topology, algorithms, stats.
 #include "algorithms/registry.hpp"
-#include "sim/run/config.hpp"
+#include "sim/cli/sweep.hpp"
 #include "sim/gradients/calibrated_source.hpp"
+#include "sim/output/results.hpp"
+#include "sim/output/trace.hpp"
+#include "sim/run/config.hpp"
 #include "sim/run/driver.hpp"
 #include "sim/run/gradient_stats.hpp"
 #include "sim/run/memory.hpp"
-#include "sim/output/results.hpp"
-#include "sim/output/trace.hpp"
-#include "sim/cli/sweep.hpp"
 #include "topologies/network_graph.hpp"
-
 
 #include <charconv>
 #include <cstdio>
@@ -76,19 +75,19 @@ struct Arguments {
   std::string out;
   std::string dot;
   std::string relative_to;
-  int jobs = 0;   // sweep: 0 = the machine's cores
-  int chunk = 0;  // sweep --emit-slurm: 0 = not given (1)
+  int jobs = 0;  // sweep: 0 = the machine's cores
+  int chunk = 0; // sweep --emit-slurm: 0 = not given (1)
   bool resume = false;
-  std::vector<std::string> only;  // sweep: --only PATH=VALUE filters
+  std::vector<std::string> only; // sweep: --only PATH=VALUE filters
   bool emit_slurm = false;
   bool gather = false;
   bool quiet = false;
-  int threads = 0;      // run: 0 = all cores
-  double time_limit = 0;  // run: wall-clock seconds, 0 = none
-  std::string trace;    // run: the trace file, empty for none
-  int trace_iteration = -1;  // run: -1 = the last iteration
-  int iterations = 20;  // stats
-  int warmup = 50;      // stats
+  int threads = 0;          // run: 0 = all cores
+  double time_limit = 0;    // run: wall-clock seconds, 0 = none
+  std::string trace;        // run: the trace file, empty for none
+  int trace_iteration = -1; // run: -1 = the last iteration
+  int iterations = 20;      // stats
+  int warmup = 50;          // stats
 };
 
 // The value of a whole-number flag, at least `minimum`.
@@ -134,7 +133,8 @@ Arguments parse_arguments(int argc, char** argv)
       const std::string text = value("--time-limit");
       const auto limit = sparsim::parse_duration(text);
       if (!limit || *limit <= 0)
-        throw UsageError(fmt::format("--time-limit takes a positive duration such as \"90s\", \"30min\" or \"2h\", not \"{}\"", text));
+        throw UsageError(fmt::format(
+            "--time-limit takes a positive duration such as \"90s\", \"30min\" or \"2h\", not \"{}\"", text));
       args.time_limit = *limit;
     } else if (arg == "--threads" && (args.command == "run" || args.command == "sweep"))
       args.threads = whole_number(arg, value("--threads"), 1);
@@ -153,8 +153,8 @@ Arguments parse_arguments(int argc, char** argv)
     else
       throw UsageError(fmt::format("unexpected argument \"{}\" for \"{}\"", arg, args.command));
   }
-  const bool needs_config = args.command == "run" || args.command == "validate" || args.command == "topology" ||
-                            args.command == "stats";
+  const bool needs_config =
+      args.command == "run" || args.command == "validate" || args.command == "topology" || args.command == "stats";
   if (needs_config && args.config.empty())
     throw UsageError(fmt::format("\"{}\" needs a CONFIG.json", args.command));
   if (args.trace_iteration >= 0 && args.trace.empty())
@@ -202,17 +202,19 @@ int command_run(const Arguments& args, const std::string& command_line)
       args.relative_to.empty() ? sparsim::load_config(args.config)
                                : sparsim::load_config(args.config, nullptr, std::filesystem::path(args.relative_to));
   sparsim::check_memory(config);
-  const std::filesystem::path out = args.out.empty() ? std::filesystem::path("results") / config.name : std::filesystem::path(args.out);
+  const std::filesystem::path out =
+      args.out.empty() ? std::filesystem::path("results") / config.name : std::filesystem::path(args.out);
   if (!args.quiet)
-    fmt::print(stderr, "sparsim: running {} ({} on {} ranks, {} iteration(s))\n", args.config,
-               config.algorithm->name(), config.ranks, config.iterations);
+    fmt::print(stderr, "sparsim: running {} ({} on {} ranks, {} iteration(s))\n", args.config, config.algorithm->name(),
+               config.ranks, config.iterations);
   // This run replaces the results of an earlier run in its folder: they go before it starts (the manifest
   // first), so a run killed half-way leaves no result files rather than another run's.
   for (const char* file : {"manifest.json", "results.csv", "ranks.csv", "links.csv"})
     std::filesystem::remove(out / file);
   sparsim::RunOptions options;
   options.show_progress = !args.quiet;
-  options.threads = args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.threads =
+      args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options.wall_limit = args.time_limit;
   if (!args.trace.empty()) {
     options.trace_iteration = args.trace_iteration >= 0 ? args.trace_iteration : config.iterations - 1;
@@ -363,7 +365,7 @@ int command_algorithms()
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv)
 {

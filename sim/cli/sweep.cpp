@@ -1,18 +1,18 @@
 #include "sim/cli/sweep.hpp"
 
+#include "sim/output/results.hpp"
 #include "sim/run/config.hpp"
 #include "sim/run/memory.hpp"
-#include "sim/output/results.hpp"
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <csignal>
-#include <pthread.h>
 #include <fmt/format.h>
 #include <fstream>
 #include <map>
+#include <pthread.h>
 #include <set>
 #include <sstream>
 #include <sys/prctl.h>
@@ -94,7 +94,7 @@ bool point_complete(const std::filesystem::path& dir)
   try {
     return !read_json_file(dir / "manifest.json").value("partial", false);
   } catch (const std::exception&) {
-    return false;  // unreadable: redo the point
+    return false; // unreadable: redo the point
   }
 }
 
@@ -138,7 +138,7 @@ std::vector<std::size_t> prepare_points(const Sweep& sweep, const SweepOptions& 
   return todo;
 }
 
-}  // namespace
+} // namespace
 
 PointFilter parse_point_filter(const std::string& text)
 {
@@ -153,7 +153,7 @@ PointFilter parse_point_filter(const std::string& text)
 
 std::vector<std::size_t> selected_points(const Sweep& sweep, const std::vector<PointFilter>& filters)
 {
-  std::map<std::string, std::vector<nlohmann::json>> wanted;  // path -> any of these values
+  std::map<std::string, std::vector<nlohmann::json>> wanted; // path -> any of these values
   for (const auto& filter : filters)
     wanted[filter.path].push_back(filter.value);
   std::vector<std::size_t> selected;
@@ -264,8 +264,12 @@ enum class PointEnd { done, failed, stopped };
 class Progress {
 public:
   Progress(std::string name, std::size_t total, std::size_t complete, std::size_t to_run)
-      : name_(std::move(name)), total_(total), complete_(complete), to_run_(to_run),
-        terminal_(isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now())
+      : name_(std::move(name))
+      , total_(total)
+      , complete_(complete)
+      , to_run_(to_run)
+      , terminal_(isatty(STDERR_FILENO) == 1)
+      , start_(std::chrono::steady_clock::now())
   {
     redraw();
   }
@@ -300,16 +304,13 @@ public:
   }
 
 private:
-  double elapsed() const
-  {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
+  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
   std::string figures() const
   {
     const double elapsed_s = elapsed();
-    const std::string remaining =
-        finished_ == 0 ? "remaining time not known yet"
-                       : "about " + format_wall(elapsed_s / finished_ * (to_run_ - finished_)) + " left";
+    const std::string remaining = finished_ == 0
+                                      ? "remaining time not known yet"
+                                      : "about " + format_wall(elapsed_s / finished_ * (to_run_ - finished_)) + " left";
     return fmt::format("{}/{} points done, elapsed {}, {}", complete_ + finished_, total_, format_wall(elapsed_s),
                        remaining);
   }
@@ -328,7 +329,7 @@ private:
   std::chrono::steady_clock::time_point start_, last_draw_;
 };
 
-}  // namespace
+} // namespace
 
 std::filesystem::path point_dir(const std::filesystem::path& out, std::size_t index)
 {
@@ -401,7 +402,7 @@ Sweep load_sweep(const std::filesystem::path& file)
   for (const auto& axis : sweep.axes)
     sweep.columns.push_back(axis.path);
   if (listed.empty())
-    listed.push_back(nlohmann::json::object());  // the axes alone
+    listed.push_back(nlohmann::json::object()); // the axes alone
 
   // Every listed point with the cartesian product of the axes, the last axis varying fastest.
   for (std::size_t e = 0; e < listed.size(); ++e) {
@@ -433,8 +434,8 @@ Sweep load_sweep(const std::filesystem::path& file)
       }
       point.label = listed_paths.empty() ? "" : fmt::format("points[{}]", e);
       for (std::size_t c = 0; c < sweep.columns.size(); ++c)
-        point.label += fmt::format("{}{}={}", point.label.empty() ? "" : " ", sweep.columns[c],
-                                   value_text(point.values[c]));
+        point.label +=
+            fmt::format("{}{}={}", point.label.empty() ? "" : " ", sweep.columns[c], value_text(point.values[c]));
       try {
         const ExperimentConfig config = parse_config(point.config, sweep.config_dir);
         check_memory(config);
@@ -489,7 +490,8 @@ SweepOutcome run_sweep(const Sweep& sweep, const SweepOptions& options)
       for (const auto& [pid, i] : running)
         kill(pid, SIGTERM);
     }
-    if (outcome.interrupted && !killed && std::chrono::steady_clock::now() - stopping_since > std::chrono::seconds(10)) {
+    if (outcome.interrupted && !killed &&
+        std::chrono::steady_clock::now() - stopping_since > std::chrono::seconds(10)) {
       killed = true;
       for (const auto& [pid, i] : running)
         kill(pid, SIGKILL);
@@ -564,9 +566,9 @@ exit $status
 )",
       fmt::arg("name", sweep.name), fmt::arg("chunk", chunk), fmt::arg("last", chunk - 1),
       fmt::arg("last_task", tasks - 1), fmt::arg("memory_mib", memory_mib), fmt::arg("out", out.string()),
-      fmt::arg("sparsim", shell_quote(options.executable)), fmt::arg("points_dir", shell_quote((out / "points").string())),
-      fmt::arg("relative_to", shell_quote(sweep.config_dir.lexically_normal().string())),
-      fmt::arg("points", points));
+      fmt::arg("sparsim", shell_quote(options.executable)),
+      fmt::arg("points_dir", shell_quote((out / "points").string())),
+      fmt::arg("relative_to", shell_quote(sweep.config_dir.lexically_normal().string())), fmt::arg("points", points));
   const std::string gather_script = fmt::format(
       R"(#!/bin/bash
 # Rebuilds summary.csv of sweep "{name}" from its complete points; submit it to run after the array:
@@ -577,8 +579,7 @@ exit $status
 exec {sparsim} sweep {file} --out {quoted_out} --gather
 )",
       fmt::arg("name", sweep.name), fmt::arg("out", out.string()), fmt::arg("sparsim", shell_quote(options.executable)),
-      fmt::arg("file", shell_quote(sweep.file.string())),
-      fmt::arg("quoted_out", shell_quote(out.string())));
+      fmt::arg("file", shell_quote(sweep.file.string())), fmt::arg("quoted_out", shell_quote(out.string())));
   write_file_atomically(out / "sweep.sbatch", array_script);
   write_file_atomically(out / "gather.sbatch", gather_script);
   return todo.size();
@@ -613,4 +614,4 @@ std::size_t write_summary(const Sweep& sweep, const std::filesystem::path& out)
   return complete;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -30,24 +30,24 @@
 namespace sparsim {
 
 struct SweepAxis {
-  std::string path;                   // "algorithm.name"
+  std::string path; // "algorithm.name"
   std::vector<nlohmann::json> values;
 };
 
 struct SweepPoint {
-  std::vector<nlohmann::json> values;  // one per column of Sweep::columns
-  nlohmann::json config;               // the base config with the values applied
-  double memory_bytes = 0;             // estimate_memory of the config
-  std::string label;                   // "ranks=16 algorithm.name=topka", for messages
+  std::vector<nlohmann::json> values; // one per column of Sweep::columns
+  nlohmann::json config;              // the base config with the values applied
+  double memory_bytes = 0;            // estimate_memory of the config
+  std::string label;                  // "ranks=16 algorithm.name=topka", for messages
 };
 
 struct Sweep {
   std::string name;
-  std::filesystem::path file;          // the sweep file, absolute
-  std::vector<std::string> columns;    // point paths, then axis paths: the summary's "axis:" columns
+  std::filesystem::path file;       // the sweep file, absolute
+  std::vector<std::string> columns; // point paths, then axis paths: the summary's "axis:" columns
   std::vector<SweepAxis> axes;
   std::vector<SweepPoint> points;
-  std::filesystem::path config_dir;    // where relative paths in the configs resolve (absolute)
+  std::filesystem::path config_dir; // where relative paths in the configs resolve (absolute)
 };
 
 // Reads and expands a sweep file; every point's config is checked with parse_config and its memory estimate
@@ -57,7 +57,7 @@ Sweep load_sweep(const std::filesystem::path& file);
 // `--only PATH=VALUE`: a point is selected when its config holds VALUE at PATH (keys joined by dots).
 struct PointFilter {
   std::string path;     // "ranks", "gradients.model"
-  nlohmann::json value;  // 128, "vgg16"
+  nlohmann::json value; // 128, "vgg16"
 };
 // Parses "PATH=VALUE"; VALUE is JSON when it parses as JSON (128, false, "x"), else a string (vgg16).
 // Throws std::invalid_argument without a "=" or with an empty path.
@@ -66,9 +66,9 @@ PointFilter parse_point_filter(const std::string& text);
 struct SweepOptions {
   std::filesystem::path out;
   int jobs = 1;
-  int threads = 0;  // selection threads per point; 0: the machine's cores / jobs
+  int threads = 0; // selection threads per point; 0: the machine's cores / jobs
   bool resume = false;
-  std::string executable;  // the sparsim binary that runs each point
+  std::string executable; // the sparsim binary that runs each point
   // Only the points every path's filters select (filters of one path: any of their values; of different
   // paths: all); the others are neither cleared nor run, so slices of one sweep can share its folder.
   std::vector<PointFilter> only;
@@ -82,21 +82,21 @@ std::filesystem::path point_dir(const std::filesystem::path& out, std::size_t in
 
 struct SweepOutcome {
   std::size_t failed = 0;
-  bool interrupted = false;  // stopped by SIGINT or SIGTERM
+  bool interrupted = false; // stopped by SIGINT or SIGTERM
 };
 
-// Runs the selected points (SweepOptions::only) not yet complete, up to `jobs` at a time and never more at once than the machine's memory
-// holds (by the points' estimates), printing progress: one updating line on a terminal, a line per finished
-// point otherwise. Then writes summary.csv. SIGINT or SIGTERM stops the running points (their folders stay
+// Runs the selected points (SweepOptions::only) not yet complete, up to `jobs` at a time and never more at once than
+// the machine's memory holds (by the points' estimates), printing progress: one updating line on a terminal, a line per
+// finished point otherwise. Then writes summary.csv. SIGINT or SIGTERM stops the running points (their folders stay
 // incomplete, to be redone by --resume) and returns after writing summary.csv from the complete points.
 SweepOutcome run_sweep(const Sweep& sweep, const SweepOptions& options);
 
-// Writes each incomplete selected point's config.json (all selected points' unless `resume`), then DIR/sweep.sbatch, a Slurm
-// job array with one task per `chunk` points each running `sparsim run` like the local sweep, and
+// Writes each incomplete selected point's config.json (all selected points' unless `resume`), then DIR/sweep.sbatch, a
+// Slurm job array with one task per `chunk` points each running `sparsim run` like the local sweep, and
 // DIR/gather.sbatch, which rebuilds summary.csv. Returns the number of points the array runs.
 std::size_t emit_slurm(const Sweep& sweep, const SweepOptions& options, int chunk);
 
 // Rebuilds DIR/summary.csv from the complete points; returns how many points were complete.
 std::size_t write_summary(const Sweep& sweep, const std::filesystem::path& out);
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -27,4 +27,4 @@ std::vector<PhaseStats> TrafficStats::take(RankId rank, std::size_t phases)
   return taken;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -36,14 +36,17 @@ private:
 // Per rank, the counters of each phase since the rank last took them.
 class TrafficStats {
 public:
-  explicit TrafficStats(int ranks) : stats_(static_cast<std::size_t>(ranks)) {}
+  explicit TrafficStats(int ranks)
+      : stats_(static_cast<std::size_t>(ranks))
+  {
+  }
 
   PhaseStats& of(RankId rank, PhaseId phase);
   // Hands over a rank's counters (one entry per phase id below `phases`) and resets them.
   std::vector<PhaseStats> take(RankId rank, std::size_t phases);
 
 private:
-  std::vector<std::vector<PhaseStats>> stats_;  // [rank][phase]
+  std::vector<std::vector<PhaseStats>> stats_; // [rank][phase]
 };
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -3,7 +3,9 @@
 namespace sparsim {
 
 Communicator::Communicator(World& world, RankId rank)
-    : world_(world), rank_(rank), phase_started_(world.transport().now())
+    : world_(world)
+    , rank_(rank)
+    , phase_started_(world.transport().now())
 {
 }
 
@@ -54,11 +56,11 @@ void Communicator::wait(Request& request)
   transport.wait(*request.message_, request.receive_);
   request.done_ = true;
   if (tracing_)
-    world_.trace().record(rank_, {request.receive_ ? TraceSlice::Kind::receive_wait : TraceSlice::Kind::send_wait,
-                                  phase_, started, transport.now(), request.peer_, request.tag_,
-                                  request.message_->bytes});
+    world_.trace().record(rank_,
+                          {request.receive_ ? TraceSlice::Kind::receive_wait : TraceSlice::Kind::send_wait, phase_,
+                           started, transport.now(), request.peer_, request.tag_, request.message_->bytes});
   if (!request.receive_)
-    request.message_.reset();  // the sender keeps nothing once delivered
+    request.message_.reset(); // the sender keeps nothing once delivered
 }
 
 void Communicator::wait_all(std::vector<Request>& requests)
@@ -112,11 +114,13 @@ void Communicator::flush_phase_time() { switch_phase(phase_); }
 
 void Communicator::restart_phase_clock() { phase_started_ = world_.transport().now(); }
 
-Communicator::PhaseScope::PhaseScope(Communicator& comm, PhaseId phase) : comm_(comm), previous_(comm.phase_)
+Communicator::PhaseScope::PhaseScope(Communicator& comm, PhaseId phase)
+    : comm_(comm)
+    , previous_(comm.phase_)
 {
   comm_.switch_phase(phase);
 }
 
 Communicator::PhaseScope::~PhaseScope() { comm_.switch_phase(previous_); }
 
-}  // namespace sparsim
+} // namespace sparsim

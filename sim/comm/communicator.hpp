@@ -72,8 +72,7 @@ public:
     if (!request.done_ || !request.receive_)
       throw std::logic_error("Communicator::take on a receive that has not completed");
     if (request.message_->type != typeid(T))
-      throw std::logic_error("Communicator::take: payload type mismatch from rank " +
-                             std::to_string(request.peer_));
+      throw std::logic_error("Communicator::take: payload type mismatch from rank " + std::to_string(request.peer_));
     return std::static_pointer_cast<const T>(request.message_->payload);
   }
 
@@ -158,8 +157,8 @@ private:
   PhaseId phase_ = 0;
   Seconds phase_started_ = 0;
   int iteration_ = 0;
-  bool tracing_ = false;  // in the traced iteration
+  bool tracing_ = false; // in the traced iteration
   Seconds iteration_started_ = 0;
 };
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -5,7 +5,9 @@
 namespace sparsim {
 
 LinkLoadCounter::LinkLoadCounter(int ranks, LinkRoute route, std::size_t slots)
-    : route_(std::move(route)), loads_(slots), last_routes_(route_ ? static_cast<std::size_t>(ranks) : 0)
+    : route_(std::move(route))
+    , loads_(slots)
+    , last_routes_(route_ ? static_cast<std::size_t>(ranks) : 0)
 {
 }
 
@@ -34,4 +36,4 @@ void LinkLoadCounter::add(RankId source, RankId dest, Bytes bytes, int iteration
   }
 }
 
-}  // namespace sparsim
+} // namespace sparsim

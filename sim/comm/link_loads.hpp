@@ -13,10 +13,10 @@ namespace sparsim {
 
 // Bytes one link carried: in all, and in the iteration that loaded it most.
 struct LinkLoad {
-  bool crossed = false;  // some message crossed it (empty ones included)
+  bool crossed = false; // some message crossed it (empty ones included)
   Bytes total = 0;
   Bytes iteration_max = 0;
-  Bytes current = 0;  // in iteration `current_iteration`, the latest to use the link
+  Bytes current = 0; // in iteration `current_iteration`, the latest to use the link
   int current_iteration = -1;
 };
 
@@ -29,7 +29,7 @@ public:
   LinkLoadCounter(int ranks, LinkRoute route, std::size_t slots);
 
   void add(RankId source, RankId dest, Bytes bytes, int iteration);
-  const std::vector<LinkLoad>& loads() const { return loads_; }  // [slot]
+  const std::vector<LinkLoad>& loads() const { return loads_; } // [slot]
 
 private:
   LinkRoute route_;
@@ -42,4 +42,4 @@ private:
   std::vector<LastRoute> last_routes_;
 };
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -5,7 +5,7 @@
 namespace sparsim {
 namespace {
 std::uint64_t match_key(RankId source, Tag tag) { return (static_cast<std::uint64_t>(source) << 32) | tag; }
-}  // namespace
+} // namespace
 
 Pairing Matcher::pair_half(Queues& theirs, Queues& ours, std::uint64_t key, MessagePtr fresh)
 {
@@ -33,4 +33,4 @@ Pairing Matcher::pair_receive(RankId dest, RankId source, Tag tag, MessagePtr fr
   return pair_half(inbox.unmatched_sends, inbox.unmatched_receives, match_key(source, tag), std::move(fresh));
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -12,7 +12,10 @@ namespace sparsim {
 
 class Matcher {
 public:
-  explicit Matcher(int ranks) : inboxes_(static_cast<std::size_t>(ranks)) {}
+  explicit Matcher(int ranks)
+      : inboxes_(static_cast<std::size_t>(ranks))
+  {
+  }
 
   // A send from `source` to `dest` under `tag` takes the oldest receive `dest` posted for (source, tag);
   // without one, `fresh` is filed as an unmatched send.
@@ -29,7 +32,7 @@ private:
   };
   static Pairing pair_half(Queues& theirs, Queues& ours, std::uint64_t key, MessagePtr fresh);
 
-  std::vector<Inbox> inboxes_;  // [receiving rank]
+  std::vector<Inbox> inboxes_; // [receiving rank]
 };
 
-}  // namespace sparsim
+} // namespace sparsim

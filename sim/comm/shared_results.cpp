@@ -16,4 +16,4 @@ std::shared_ptr<const void> SharedResults::get_erased(Key key, int users, const 
   return result;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -21,7 +21,7 @@ public:
   template <class T, class Compute>
   auto get(const std::vector<std::shared_ptr<const T>>& inputs, int users, const Compute& compute)
   {
-    using Result = decltype(compute());  // a std::shared_ptr<const R>
+    using Result = decltype(compute()); // a std::shared_ptr<const R>
     Key key{typeid(Compute), {}};
     key.second.reserve(inputs.size());
     for (const auto& input : inputs)
@@ -38,18 +38,18 @@ public:
   std::size_t pending() const { return entries_.size(); }
 
 private:
-  using Key = std::pair<std::type_index, std::vector<std::uintptr_t>>;  // computation, input addresses
+  using Key = std::pair<std::type_index, std::vector<std::uintptr_t>>; // computation, input addresses
   using Make = std::function<std::shared_ptr<const void>()>;
   std::shared_ptr<const void> get_erased(Key key, int users, const Make& keep, const Make& compute);
 
   struct Entry {
-    std::shared_ptr<const void> inputs;  // kept alive: their addresses are the key
+    std::shared_ptr<const void> inputs; // kept alive: their addresses are the key
     std::shared_ptr<const void> result;
-    int remaining = 0;  // ranks yet to take it
+    int remaining = 0; // ranks yet to take it
   };
   std::map<Key, Entry> entries_;
   std::uint64_t computed_ = 0;
   std::uint64_t taken_ = 0;
 };
 
-}  // namespace sparsim
+} // namespace sparsim

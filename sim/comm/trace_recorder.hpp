@@ -16,12 +16,12 @@ namespace sparsim {
 struct TraceSlice {
   enum class Kind : std::uint8_t { iteration, phase, send_wait, receive_wait };
   Kind kind = Kind::phase;
-  PhaseId phase = 0;  // the phase current at the time (iteration slices: 0)
+  PhaseId phase = 0; // the phase current at the time (iteration slices: 0)
   Seconds begin = 0;
   Seconds end = 0;
-  RankId peer = -1;   // waits: the other rank
-  Tag tag = 0;        // waits
-  Bytes bytes = 0;    // waits: the message's simulated size
+  RankId peer = -1; // waits: the other rank
+  Tag tag = 0;      // waits
+  Bytes bytes = 0;  // waits: the message's simulated size
 };
 
 class TraceRecorder {
@@ -39,7 +39,7 @@ public:
 
 private:
   int traced_iteration_ = -1;
-  std::vector<std::vector<TraceSlice>> slices_;  // [rank], filled during the traced iteration only
+  std::vector<std::vector<TraceSlice>> slices_; // [rank], filled during the traced iteration only
 };
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -25,7 +25,7 @@ struct Message {
   RankId source = -1;
   RankId dest = -1;
   Bytes bytes = 0;
-  std::shared_ptr<const void> payload;  // null until the send is posted
+  std::shared_ptr<const void> payload; // null until the send is posted
   std::type_index type{typeid(void)};
 };
 using MessagePtr = std::shared_ptr<Message>;
@@ -69,4 +69,4 @@ public:
   virtual void wait(Message& message, bool is_receive) = 0;
 };
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -64,4 +64,4 @@ private:
   SharedResults shared_results_;
 };
 
-}  // namespace sparsim
+} // namespace sparsim

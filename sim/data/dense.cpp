@@ -14,7 +14,7 @@ void check_fits(const DenseVector& v, std::uint64_t begin, const DenseBlock& blo
   if (v.phantom() != block.values.empty() && block.length > 0)
     throw std::logic_error("dense block and vector disagree on phantom mode");
 }
-}  // namespace
+} // namespace
 
 std::shared_ptr<const DenseBlock> extract_block(const DenseVector& v, std::uint64_t begin, std::uint64_t end)
 {
@@ -39,4 +39,4 @@ void overwrite_block(DenseVector& v, std::uint64_t begin, const DenseBlock& bloc
   std::copy(block.values.begin(), block.values.end(), v.values.begin() + static_cast<std::ptrdiff_t>(begin));
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -34,4 +34,4 @@ inline Bytes accumulate_traffic(const DenseBlock& block) { return 12 * block.len
 // v[begin + i] = block[i].
 void overwrite_block(DenseVector& v, std::uint64_t begin, const DenseBlock& block);
 
-}  // namespace sparsim
+} // namespace sparsim

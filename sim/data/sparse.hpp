@@ -39,10 +39,18 @@ struct SparseView {
   std::span<const float> values;
 
   SparseView() = default;
-  explicit SparseView(const SparseVector& v) : indices(v.indices), values(v.values) {}
-  SparseView(std::span<const Index> i, std::span<const float> v) : indices(i), values(v) {}
+  explicit SparseView(const SparseVector& v)
+      : indices(v.indices)
+      , values(v.values)
+  {
+  }
+  SparseView(std::span<const Index> i, std::span<const float> v)
+      : indices(i)
+      , values(v)
+  {
+  }
   std::size_t size() const { return indices.size(); }
   bool empty() const { return indices.empty(); }
 };
 
-}  // namespace sparsim
+} // namespace sparsim

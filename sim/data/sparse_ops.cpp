@@ -20,7 +20,7 @@ namespace {
 // k-way merge on (index, part number): equal indices come out in part order.
 SparseVector merge_in_order(std::span<const SparseView> parts, std::size_t total)
 {
-  using Head = std::pair<Index, std::size_t>;  // (index, part)
+  using Head = std::pair<Index, std::size_t>; // (index, part)
   std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
   std::vector<std::size_t> cursor(parts.size(), 0);
   for (std::size_t p = 0; p < parts.size(); ++p)
@@ -70,7 +70,7 @@ SparseVector accumulate_in_order(std::span<const SparseView> parts, Index lowest
   return sum;
 }
 
-}  // namespace
+} // namespace
 
 SparseVector sum_in_order(std::span<const SparseVector* const> parts)
 {
@@ -127,4 +127,4 @@ SparseVector top_k_by_magnitude(const SparseVector& v, std::size_t k)
   return out;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

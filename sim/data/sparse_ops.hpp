@@ -24,7 +24,7 @@ SparseVector sum_in_order(std::span<const SparseVector* const> parts);
 // slices of a rank's selection to the ranks that own the index ranges).
 struct SparseSlice {
   std::shared_ptr<const SparseVector> whole;
-  std::size_t first = 0;  // positions [first, last) of `whole`
+  std::size_t first = 0; // positions [first, last) of `whole`
   std::size_t last = 0;
 
   std::size_t size() const { return last - first; }
@@ -33,7 +33,7 @@ struct SparseSlice {
     return {std::span(whole->indices).subspan(first, size()), std::span(whole->values).subspan(first, size())};
   }
 };
-SparseSlice slice_of(std::shared_ptr<const SparseVector> v, Index begin, Index end);  // entries begin <= index < end
+SparseSlice slice_of(std::shared_ptr<const SparseVector> v, Index begin, Index end); // entries begin <= index < end
 inline Bytes wire_bytes(const SparseSlice& s, const WireFormat& wire)
 {
   return s.size() * static_cast<Bytes>(wire.index_bytes + wire.value_bytes);
@@ -58,4 +58,4 @@ template <class Parts> std::uint64_t total_pairs(const Parts& parts)
   return total;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -41,12 +41,9 @@ namespace sparsim {
 namespace {
 
 using Key = std::uint32_t;
-constexpr Key kInfKey = 0x7f800000;  // key of +-inf; larger keys are NaNs
+constexpr Key kInfKey = 0x7f800000; // key of +-inf; larger keys are NaNs
 
-Key magnitude_key(float v)
-{
-  return std::bit_cast<Key>(v) & 0x7fffffffu;
-}
+Key magnitude_key(float v) { return std::bit_cast<Key>(v) & 0x7fffffffu; }
 
 void check_size(std::span<const float> x)
 {
@@ -56,7 +53,7 @@ void check_size(std::span<const float> x)
 
 // ---- Sampling ----
 
-constexpr double kMarginSigmas = 5;  // binomial standard deviations of margin around sampled estimates
+constexpr double kMarginSigmas = 5; // binomial standard deviations of margin around sampled estimates
 
 // s positions in [0, n), s <= n: one per stratum of n / s entries (the last n mod s entries are never sampled), at an
 // offset given by splitmix64 of the stratum number, scaled to the stratum by a multiply-shift (no slow modulo).
@@ -90,16 +87,16 @@ std::vector<float> gather(std::span<const float> x, const std::vector<std::size_
 
 // ---- Compaction: (i, x[i]) for |x[i]| > threshold ----
 
-constexpr std::size_t kLanes = 16;            // floats per AVX-512 vector and per 64-byte cache line
-constexpr std::size_t kChunk = 2048;          // entries per chunk; the scratch (2 x 8 KiB) stays in L1
-constexpr std::size_t kPrefetchAhead = 2048;  // entries (8 KiB) ahead of the current one
+constexpr std::size_t kLanes = 16;           // floats per AVX-512 vector and per 64-byte cache line
+constexpr std::size_t kChunk = 2048;         // entries per chunk; the scratch (2 x 8 KiB) stays in L1
+constexpr std::size_t kPrefetchAhead = 2048; // entries (8 KiB) ahead of the current one
 
 // Ask for the cache line kPrefetchAhead entries past x[i] (clamped to the end of x); a hint, never a fault.
 // Entries of group[0, kLanes) with |x| > threshold: a branch-free count the compiler vectorizes.
 int hits_in_group(const float* group, float threshold)
 {
   int hits = 0;
-#pragma GCC unroll 1  // keep the loop for the vectorizer (unrolled first, GCC 12 leaves it scalar)
+#pragma GCC unroll 1 // keep the loop for the vectorizer (unrolled first, GCC 12 leaves it scalar)
   for (std::size_t j = 0; j < kLanes; ++j)
     hits += std::fabs(group[j]) > threshold;
   return hits;
@@ -147,7 +144,7 @@ std::size_t compact_chunk_portable(std::span<const float> x, std::size_t begin, 
 // registers and stores all 16 lanes, without a branch: the lanes past the hits are overwritten by the next step.
 // (Branching on "any hit" mispredicts too often at 1-2% density.)
 __attribute__((target("avx512f,popcnt"))) inline std::size_t compress_store(__m512 v, __m512i index, __mmask16 hit,
-                                                                              Index* idx, float* val, std::size_t m)
+                                                                            Index* idx, float* val, std::size_t m)
 {
   _mm512_storeu_si512(idx + m, _mm512_maskz_compress_epi32(hit, index));
   _mm512_storeu_ps(val + m, _mm512_maskz_compress_ps(hit, v));
@@ -155,8 +152,8 @@ __attribute__((target("avx512f,popcnt"))) inline std::size_t compress_store(__m5
 }
 
 __attribute__((target("avx512f,popcnt"))) std::size_t compact_chunk_avx512(std::span<const float> x, std::size_t begin,
-                                                                             std::size_t end, float threshold,
-                                                                             Index* idx, float* val)
+                                                                           std::size_t end, float threshold, Index* idx,
+                                                                           float* val)
 {
   const __m512 t = _mm512_set1_ps(threshold);
   const __m512i step = _mm512_set1_epi32(kLanes);
@@ -212,7 +209,7 @@ std::size_t estimated_count_above(std::span<const float> x, float threshold)
 {
   constexpr std::size_t kSamples = 4096;
   if (x.size() < 16 * kSamples)
-    return 0;  // small outputs grow cheaply
+    return 0; // small outputs grow cheaply
   std::size_t hits = 0;
   for (float v : gather(x, stratified_positions(x.size(), kSamples)))
     hits += std::fabs(v) > threshold;
@@ -231,12 +228,12 @@ Key key_of_rank(std::span<Key> keys, std::size_t rank)
   return keys[rank - 1];
 }
 
-constexpr int kRadixBits = 12;              // 4096 buckets: the histogram (16 KiB) stays in L1
-constexpr std::size_t kRadixFinish = 1024;  // key_of_rank finishes below this many keys
+constexpr int kRadixBits = 12;             // 4096 buckets: the histogram (16 KiB) stays in L1
+constexpr std::size_t kRadixFinish = 1024; // key_of_rank finishes below this many keys
 
 struct RankedKey {
   Key key = 0;
-  std::size_t larger = 0;  // how many keys are strictly larger
+  std::size_t larger = 0; // how many keys are strictly larger
 };
 
 // The key of descending rank `rank` (1-based, <= keys.size()) among keys, which all lie in [lo, hi]; shrinks keys.
@@ -268,30 +265,28 @@ RankedKey select_rank(std::vector<Key>& keys, std::size_t rank, Key lo, Key hi)
     lo += static_cast<Key>(bucket << shift);
     hi = std::min(hi, lo + ((Key{1} << shift) - 1));
   }
-  if (lo == hi) {  // the remaining keys are all equal
+  if (lo == hi) { // the remaining keys are all equal
     result.key = lo;
     return result;
   }
   result.key = key_of_rank(keys, rank);
-  result.larger += static_cast<std::size_t>(
-    std::count_if(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(rank - 1), [&](Key key) {
-      return key > result.key;
-    }));
+  result.larger += static_cast<std::size_t>(std::count_if(
+      keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(rank - 1), [&](Key key) { return key > result.key; }));
   return result;
 }
 
 // ---- Range of the k-th largest key ----
 
-constexpr std::size_t kSampleFrom = std::size_t{1} << 14;  // smaller inputs take every entry as a candidate
-constexpr std::size_t kEntriesPerSample = 256;              // sample size n / 256 ...
-constexpr std::size_t kMaxSamples = std::size_t{1} << 15;   // ... up to 2^15
+constexpr std::size_t kSampleFrom = std::size_t{1} << 14; // smaller inputs take every entry as a candidate
+constexpr std::size_t kEntriesPerSample = 256;            // sample size n / 256 ...
+constexpr std::size_t kMaxSamples = std::size_t{1} << 15; // ... up to 2^15
 
 // The k-th largest key is expected in [lo, hi]: entries with key > hi are certainly in the top k, entries with
 // key < lo certainly out. lo = 0 admits every non-NaN entry; hi = kInfKey makes no entry certain.
 struct KeyRange {
   Key lo = 0;
   Key hi = kInfKey;
-  std::size_t expected_candidates = 0;  // a generous estimate of the number of entries with key >= lo
+  std::size_t expected_candidates = 0; // a generous estimate of the number of entries with key >= lo
 };
 
 // A range that certainly holds the min(k, m)-th largest of the m non-NaN keys (k >= 1; the default range when m = 0):
@@ -299,7 +294,7 @@ struct KeyRange {
 // scattered increment per entry, about 3 read passes: the fallback for when the sample was wrong.
 KeyRange histogram_range(std::span<const float> x, std::size_t k)
 {
-  constexpr int kShift = 31 - kRadixBits;  // keys have 31 bits
+  constexpr int kShift = 31 - kRadixBits; // keys have 31 bits
   std::vector<std::uint32_t> histogram(std::size_t{1} << kRadixBits);
   for (float v : x)
     if (magnitude_key(v) <= kInfKey)
@@ -333,14 +328,14 @@ KeyRange sampled_range(std::span<const float> x, std::size_t k, const std::vecto
   range.expected_candidates = x.size();
   const double rank_lo = std::ceil(mean + margin);
   if (rank_lo >= static_cast<double>(keys.size()))
-    return range;  // k is close to n: every non-NaN entry is a candidate, none is certain
+    return range; // k is close to n: every non-NaN entry is a candidate, none is certain
   range.lo = key_of_rank(keys, static_cast<std::size_t>(rank_lo));
   range.expected_candidates = static_cast<std::size_t>((mean + 2 * margin) * per_sample);
   // The rank_lo - 1 largest keys now come first; rank_hi < rank_lo is among them.
   const double rank_hi = std::floor(mean - margin);
   if (rank_hi >= 1)
-    range.hi = key_of_rank(std::span(keys).first(static_cast<std::size_t>(rank_lo) - 1),
-                           static_cast<std::size_t>(rank_hi));
+    range.hi =
+        key_of_rank(std::span(keys).first(static_cast<std::size_t>(rank_lo) - 1), static_cast<std::size_t>(rank_hi));
   return range;
 }
 
@@ -349,7 +344,7 @@ KeyRange sampled_range(std::span<const float> x, std::size_t k, const std::vecto
 // Where the top k end: they are the candidates with key > kth_key plus the first `ties` candidates with
 // key == kth_key.
 struct TopkBoundary {
-  Key kth_key = kInfKey;  // the k-th largest key (meaningless when there are no candidates)
+  Key kth_key = kInfKey; // the k-th largest key (meaningless when there are no candidates)
   std::size_t ties = 0;
 };
 
@@ -408,7 +403,7 @@ TopkBoundary find_topk(std::span<const float> x, std::size_t k, SparseVector& c)
   return result;
 }
 
-}  // namespace
+} // namespace
 
 namespace detail {
 
@@ -419,7 +414,7 @@ std::vector<std::size_t> sample_positions(std::size_t n)
   return stratified_positions(n, std::min(kMaxSamples, n / kEntriesPerSample));
 }
 
-}  // namespace detail
+} // namespace detail
 
 CompactionIsa best_compaction_isa()
 {
@@ -482,7 +477,7 @@ void select_topk(std::span<const float> x, std::size_t k, SparseVector& out)
     boundary.ties -= tie;
     out.indices[kept] = out.indices[i];
     out.values[kept] = out.values[i];
-    kept += (key > boundary.kth_key) | tie;  // "|", not "||": no branch
+    kept += (key > boundary.kth_key) | tie; // "|", not "||": no branch
   }
   out.indices.resize(kept);
   out.values.resize(kept);
@@ -536,4 +531,4 @@ SparseVector select_topk_reference(std::span<const float> x, std::size_t k)
   return out;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -60,8 +60,8 @@ void select_above(std::span<const float> x, float threshold, SparseVector& out);
 // The compaction loop behind select_above. select_above uses best_compaction_isa(); the benchmark and the tests also
 // run the portable loop on machines that have AVX-512.
 enum class CompactionIsa {
-  portable,  // plain C++: tests 16 entries at a time (vectorized) and compacts only groups with a hit, branch-free
-  avx512,    // AVX-512F: masked compare and vpcompressd of 16 indices and values at a time
+  portable, // plain C++: tests 16 entries at a time (vectorized) and compacts only groups with a hit, branch-free
+  avx512,   // AVX-512F: masked compare and vpcompressd of 16 indices and values at a time
 };
 // avx512 when the CPU running the program supports AVX-512F (and the build has the kernel: x86 without
 // SPARSIM_DISABLE_AVX512 defined).
@@ -74,6 +74,6 @@ namespace detail {
 // always the same for the same n); empty when n is small and every entry is a candidate. Exposed so that tests can
 // build inputs that fool the sample and exercise the fallback.
 std::vector<std::size_t> sample_positions(std::size_t n);
-}  // namespace detail
+} // namespace detail
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -10,4 +10,4 @@ std::string WireFormat::describe() const
                      index_bytes + value_bytes);
 }
 
-}  // namespace sparsim
+} // namespace sparsim

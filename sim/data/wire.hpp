@@ -2,8 +2,8 @@
 // payload itself, so the bytes a run reports are those of the messages actually sent.
 #pragma once
 
-#include "sim/data/sparse.hpp"
 #include "sim/base/units.hpp"
+#include "sim/data/sparse.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -14,8 +14,8 @@ namespace sparsim {
 
 // How elements are encoded on the wire. Defaults are the paper's: int32 index + fp32 value = 8 bytes.
 struct WireFormat {
-  int index_bytes = 4;  // bytes per sparse index
-  int value_bytes = 4;  // bytes per value, dense or sparse (4 = fp32, 2 = bf16/fp16)
+  int index_bytes = 4; // bytes per sparse index
+  int value_bytes = 4; // bytes per value, dense or sparse (4 = fp32, 2 = bf16/fp16)
   std::string describe() const;
 };
 
@@ -57,4 +57,4 @@ template <class T> Bytes wire_bytes(const Bundle<T>& bundle, const WireFormat& w
 // Metadata travels as 4-byte integers, as MPI_INT counts do.
 inline Bytes wire_bytes(const Counts& counts, const WireFormat&) { return counts.values.size() * 4; }
 
-}  // namespace sparsim
+} // namespace sparsim

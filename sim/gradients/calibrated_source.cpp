@@ -13,10 +13,10 @@ namespace sparsim {
 namespace {
 
 // Independent random streams: each factor of the model draws from its own salt of the seed.
-constexpr std::uint64_t kSaltMagnitude = 0x6d61676e69747564ull;  // w_i
+constexpr std::uint64_t kSaltMagnitude = 0x6d61676e69747564ull; // w_i
 constexpr std::uint64_t kSaltShared = 0x7368617265646d69ull;    // m_i
 constexpr std::uint64_t kSaltNoise = 0x6e6f6973657a7269ull;     // z_r,i
-constexpr std::uint64_t kSaltIteration = 0x6974657261746963ull;  // c(t)
+constexpr std::uint64_t kSaltIteration = 0x6974657261746963ull; // c(t)
 constexpr std::uint64_t kSaltRows = 0x726f77736163746full;      // row activity
 constexpr std::uint64_t kAllRanks = ~0ull;                      // the "rank" coordinate of shared draws
 // The normal behind the log-normal magnitude w_i is clamped to +-4: without a cap, the one largest entry among
@@ -84,7 +84,7 @@ void fill_drifting_normals(std::uint64_t seed, std::uint64_t salt, int iteration
 
 bool is_weight_kind(const std::string& kind) { return kind != "norm" && kind != "bias"; }
 
-}  // namespace
+} // namespace
 
 std::uint64_t ModelTable::total() const
 {
@@ -192,7 +192,7 @@ std::vector<FlatLayer> flatten_layers(const ModelTable& table, std::uint64_t n, 
       last = l;
     owner[l] = last;
   }
-  for (std::size_t l = count; l-- > 0;)  // leading ones, back to front; a table without weights: the last layer
+  for (std::size_t l = count; l-- > 0;) // leading ones, back to front; a table without weights: the last layer
     if (owner[l] == count)
       owner[l] = l + 1 < count ? owner[l + 1] : l;
   for (std::size_t l = 0; l < count; ++l) {
@@ -308,7 +308,7 @@ std::shared_ptr<const CalibratedSource::SharedPart> CalibratedSource::compute_sh
   part->iteration = iteration;
   part->mean.resize(n_);
   part->noise.resize(n_);
-  std::vector<float>& magnitude = part->noise;  // w_i first, then turned into the noise amplitude
+  std::vector<float>& magnitude = part->noise; // w_i first, then turned into the noise amplitude
   std::vector<float>& shared = part->mean;     // m_i first, then turned into the mean
   fill_drifting_normals(seed_, kSaltMagnitude, iteration, params_.hot_set_drift, magnitude);
   fill_drifting_normals(seed_, kSaltShared, iteration, params_.shared_drift, shared);
@@ -398,4 +398,4 @@ std::unique_ptr<GradientSource> make_calibrated_source(JsonReader& gradients, co
   return std::make_unique<CalibratedSource>(table, std::move(params), context.seed, context.n);
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -35,21 +35,21 @@ namespace sparsim {
 struct ModelLayer {
   std::string name;
   std::string kind;       // "conv", "fc", "lstm", "embedding", "norm", "bias"
-  std::uint64_t size = 0;  // number of parameters
-  std::uint64_t rows = 0;  // > 0: a row-sparse embedding of `rows` rows (gradient only for the batch's tokens)
+  std::uint64_t size = 0; // number of parameters
+  std::uint64_t rows = 0; // > 0: a row-sparse embedding of `rows` rows (gradient only for the batch's tokens)
   bool output = false;    // part of the model's (small) output layer
 };
 
 // The model's training step on the reference GPU: the table's optional "compute" object (docs/gradients.md).
 struct TrainingStep {
-  Seconds forward_backward = 0;  // forward + backward pass of one rank's mini-batch
-  int batch = 0;                 // samples in that mini-batch
-  std::string source;            // where the figure comes from (a publication, or an estimate's inputs)
+  Seconds forward_backward = 0; // forward + backward pass of one rank's mini-batch
+  int batch = 0;                // samples in that mini-batch
+  std::string source;           // where the figure comes from (a publication, or an estimate's inputs)
 };
 
 struct ModelTable {
   std::string name;
-  std::string flatten_order;  // "reverse" (last registered layer first) or "forward"
+  std::string flatten_order; // "reverse" (last registered layer first) or "forward"
   std::vector<ModelLayer> layers;
   std::optional<TrainingStep> training_step;
   std::uint64_t total() const;
@@ -68,9 +68,9 @@ struct FlatLayer {
   std::uint64_t begin = 0;
   std::uint64_t size = 0;
   std::uint64_t rows = 0;       // scaled row count of a row-sparse embedding (0: dense)
-  std::uint64_t table_rows = 0;  // the table's row count (token frequency ranks)
+  std::uint64_t table_rows = 0; // the table's row count (token frequency ranks)
   bool output = false;
-  double scale = 1;  // s(layer), normalised so that the mean of s^2 over all n entries is 1
+  double scale = 1; // s(layer), normalised so that the mean of s^2 over all n entries is 1
 };
 
 // The table's layers in flattening order, sized to n: each layer gets floor(size * n / total) entries and
@@ -86,7 +86,7 @@ struct CalibratedParams {
   double hot_set_drift = 60;         // iterations over which w_i is replaced by an independent draw
   double shared_fraction = 0.05;     // share of the variance common to all ranks
   double shared_drift = 30;          // iterations over which m_i is replaced by an independent draw
-  double layer_scale_exponent = 0.3;  // s(layer) proportional to size^-exponent
+  double layer_scale_exponent = 0.3; // s(layer) proportional to size^-exponent
   double output_layer_scale = 1.2;   // extra factor on the output layer's s
   double iteration_jitter = 0.6;     // standard deviation of log c(t)
   double noise_tail = 0.25;          // sigma of the fresh log-normal factor on z (heavy tails of the noise)
@@ -102,7 +102,7 @@ public:
   std::string name() const override { return "calibrated"; }
   nlohmann::json to_json() const override;
   void generate(RankId rank, int iteration, std::span<float> out) const override;
-  bool concurrent_generate() const override { return true; }  // the shared part is cached under a mutex
+  bool concurrent_generate() const override { return true; } // the shared part is cached under a mutex
   std::optional<Seconds> forward_backward_time() const override;
 
   const std::vector<FlatLayer>& layers() const { return layers_; }
@@ -117,7 +117,7 @@ private:
   };
   std::shared_ptr<const SharedPart> shared_part(int iteration) const;
   std::shared_ptr<const SharedPart> compute_shared_part(int iteration) const;
-  double iteration_shock(int iteration) const;  // log c(t) / iteration_jitter: a standard normal
+  double iteration_shock(int iteration) const; // log c(t) / iteration_jitter: a standard normal
 
   CalibratedParams params_;
   std::optional<TrainingStep> training_step_;
@@ -135,4 +135,4 @@ private:
 // The "calibrated" branch of parse_gradient_source: reads its keys from `gradients` (not finish()).
 std::unique_ptr<GradientSource> make_calibrated_source(JsonReader& gradients, const GradientContext& context);
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -6,7 +6,7 @@
 namespace sparsim {
 namespace {
 
-constexpr std::uint32_t kUnsignedByteType = 0x08;  // IDX data type code of uint8 elements
+constexpr std::uint32_t kUnsignedByteType = 0x08; // IDX data type code of uint8 elements
 
 std::uint32_t big_endian_u32(std::span<const std::uint8_t> bytes, std::size_t offset)
 {
@@ -37,7 +37,7 @@ std::vector<std::size_t> idx_header(std::span<const std::uint8_t> bytes, std::ui
   return sizes;
 }
 
-}  // namespace
+} // namespace
 
 IdxImages parse_idx_images(std::span<const std::uint8_t> bytes, const std::string& name)
 {
@@ -106,12 +106,12 @@ FashionMnist load_fashion_mnist(const std::filesystem::path& dir)
     const auto [bytes, file] = read(base);
     std::vector<std::uint8_t> labels = parse_idx_labels(bytes, file);
     if (labels.size() != images.first.count)
-      throw DatasetError(fmt::format("{}: {} labels for the {} images of {}", file, labels.size(),
-                                     images.first.count, images.second));
+      throw DatasetError(
+          fmt::format("{}: {} labels for the {} images of {}", file, labels.size(), images.first.count, images.second));
     for (std::size_t i = 0; i < labels.size(); ++i)
       if (labels[i] >= FashionMnist::kClasses)
-        throw DatasetError(fmt::format("{}: label {} of image {} is outside 0..{}", file, labels[i], i,
-                                       FashionMnist::kClasses - 1));
+        throw DatasetError(
+            fmt::format("{}: label {} of image {} is outside 0..{}", file, labels[i], i, FashionMnist::kClasses - 1));
     return labels;
   };
 
@@ -127,4 +127,4 @@ FashionMnist load_fashion_mnist(const std::filesystem::path& dir)
   return data;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -27,7 +27,7 @@ struct IdxImages {
   std::size_t count = 0;
   std::size_t rows = 0;
   std::size_t cols = 0;
-  std::vector<std::uint8_t> pixels;  // count * rows * cols, image-major then row-major
+  std::vector<std::uint8_t> pixels; // count * rows * cols, image-major then row-major
 
   std::size_t pixels_per_image() const { return rows * cols; }
   std::span<const std::uint8_t> image(std::size_t i) const
@@ -56,4 +56,4 @@ struct FashionMnist {
 // with a .gz suffix. Checks that image and label counts agree, that images are 28x28 and labels in 0..9.
 FashionMnist load_fashion_mnist(const std::filesystem::path& dir);
 
-}  // namespace sparsim
+} // namespace sparsim

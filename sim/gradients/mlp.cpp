@@ -26,9 +26,10 @@ double cross_entropy(std::span<const float> logits, std::uint8_t label, std::spa
   return std::log(sum) + top - logits[label];
 }
 
-}  // namespace
+} // namespace
 
-Mlp::Mlp(std::vector<std::size_t> widths) : widths_(std::move(widths))
+Mlp::Mlp(std::vector<std::size_t> widths)
+    : widths_(std::move(widths))
 {
   if (widths_.size() < 2 || std::find(widths_.begin(), widths_.end(), 0) != widths_.end())
     throw std::invalid_argument("an MLP needs at least an input and an output width, none of them 0");
@@ -100,7 +101,7 @@ void Mlp::forward(std::span<const float> params, std::span<const float> inputs, 
         for (std::size_t o = 0; o < layer.out; ++o)
           z[o] += xs[j] * wt[o];
       }
-      if (hidden)  // ReLU
+      if (hidden) // ReLU
         for (std::size_t o = 0; o < layer.out; ++o)
           z[o] = std::max(z[o], 0.0f);
     }
@@ -142,7 +143,7 @@ double Mlp::loss_and_gradient(std::span<const float> params, std::span<const flo
       float* row = weight_gradient + o * layer.in;
       for (std::size_t s = 0; s < batch; ++s) {
         const float d = scratch.delta[s * layer.out + o];
-        if (d == 0.0f)  // a unit ReLU switched off for this sample: nothing flows back
+        if (d == 0.0f) // a unit ReLU switched off for this sample: nothing flows back
           continue;
         bias_gradient[o] += d;
         const float* xs = x + s * layer.in;
@@ -163,7 +164,7 @@ double Mlp::loss_and_gradient(std::span<const float> params, std::span<const flo
         for (std::size_t j = 0; j < layer.in; ++j)
           below[j] += d * w[j];
       }
-      const float* xs = x + s * layer.in;  // the ReLU outputs of the layer below: positive where it was active
+      const float* xs = x + s * layer.in; // the ReLU outputs of the layer below: positive where it was active
       for (std::size_t j = 0; j < layer.in; ++j)
         below[j] = xs[j] > 0.0f ? below[j] : 0.0f;
     }
@@ -193,4 +194,4 @@ Mlp::Evaluation Mlp::evaluate(std::span<const float> params, std::span<const flo
   return result;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

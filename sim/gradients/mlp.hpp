@@ -24,16 +24,16 @@ namespace sparsim {
 struct MlpLayer {
   std::size_t in = 0;
   std::size_t out = 0;
-  std::size_t weight_offset = 0;  // into the flat parameter vector
+  std::size_t weight_offset = 0; // into the flat parameter vector
   std::size_t bias_offset = 0;
 };
 
 // Buffers reused from one mini-batch to the next (sized on first use).
 struct MlpScratch {
-  std::vector<std::vector<float>> activations;  // layer l's outputs (after ReLU on hidden layers), [sample][unit]
-  std::vector<float> transposed;                // one layer's weight transposed, [in][out]
-  std::vector<float> delta;                     // d loss / d (a layer's pre-activation), [sample][unit]
-  std::vector<float> delta_below;               // the same one layer down
+  std::vector<std::vector<float>> activations; // layer l's outputs (after ReLU on hidden layers), [sample][unit]
+  std::vector<float> transposed;               // one layer's weight transposed, [in][out]
+  std::vector<float> delta;                    // d loss / d (a layer's pre-activation), [sample][unit]
+  std::vector<float> delta_below;              // the same one layer down
 };
 
 class Mlp {
@@ -46,7 +46,7 @@ public:
   const std::vector<MlpLayer>& layers() const { return layers_; }
   std::size_t parameter_count() const { return parameter_count_; }
   std::size_t classes() const { return widths_.back(); }
-  std::string describe() const;  // "784-64-10"
+  std::string describe() const; // "784-64-10"
 
   // Draws every parameter uniformly in [-1/sqrt(in), 1/sqrt(in)) of its layer (PyTorch's nn.Linear
   // default), as a pure function of (seed, flat index).
@@ -76,4 +76,4 @@ private:
   std::size_t parameter_count_ = 0;
 };
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -78,7 +78,7 @@ public:
     const std::lock_guard lock(mutex_);
     copy_recorded(mapping_.recorded_iteration(iteration), mapping_.recorded_rank(rank), out);
   }
-  bool concurrent_generate() const override { return true; }  // serialized by mutex_
+  bool concurrent_generate() const override { return true; } // serialized by mutex_
 
 protected:
   // Writes recorded gradient (iteration, rank) into out; called with mutex_ held.

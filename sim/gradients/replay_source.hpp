@@ -29,8 +29,8 @@
 // what "wrap" over a few recorded ranks is for. (The driver holds dense per-rank vectors anyway.)
 #pragma once
 
-#include "sim/gradients/source.hpp"
 #include "sim/base/json_reader.hpp"
+#include "sim/gradients/source.hpp"
 
 #include <memory>
 

@@ -31,7 +31,7 @@ void fill_uniform_portable(std::uint64_t base, std::span<float> out)
 // The same loop vectorized for AVX-512 (64-bit multiplies in vector registers). The arithmetic is exact
 // integer work, exact conversions and the same two roundings, so the values are bit-identical.
 [[gnu::target("avx512f,avx512dq,avx512vl"), gnu::optimize("O3")]] void fill_uniform_avx512(std::uint64_t base,
-                                                                                             std::span<float> out)
+                                                                                           std::span<float> out)
 {
   for (std::size_t i = 0; i < out.size(); ++i)
     out[i] = uniform_value(base, i);
@@ -39,8 +39,8 @@ void fill_uniform_portable(std::uint64_t base, std::span<float> out)
 
 void fill_uniform(std::uint64_t base, std::span<float> out)
 {
-  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                             __builtin_cpu_supports("avx512vl");
+  static const bool avx512 =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   if (avx512)
     fill_uniform_avx512(base, out);
   else
@@ -50,7 +50,10 @@ void fill_uniform(std::uint64_t base, std::span<float> out)
 // Uniform values in [-1, 1): the simplest dense workload for the dense baselines.
 class UniformSource final : public GradientSource {
 public:
-  explicit UniformSource(std::uint64_t seed) : seed_(seed) {}
+  explicit UniformSource(std::uint64_t seed)
+      : seed_(seed)
+  {
+  }
   std::string name() const override { return "uniform"; }
   nlohmann::json to_json() const override { return {{"source", "uniform"}}; }
   void generate(RankId rank, int iteration, std::span<float> out) const override
@@ -67,7 +70,10 @@ private:
 // checked for exact equality whatever the summation order.
 class IntegerSource final : public GradientSource {
 public:
-  explicit IntegerSource(std::uint64_t seed) : seed_(seed) {}
+  explicit IntegerSource(std::uint64_t seed)
+      : seed_(seed)
+  {
+  }
   std::string name() const override { return "integers"; }
   nlohmann::json to_json() const override { return {{"source", "integers"}}; }
   void generate(RankId rank, int iteration, std::span<float> out) const override
@@ -82,7 +88,7 @@ private:
   std::uint64_t seed_;
 };
 
-}  // namespace
+} // namespace
 
 std::uint64_t mix_coordinates(std::uint64_t seed, std::uint64_t rank, std::uint64_t iteration, std::uint64_t index)
 {
@@ -91,8 +97,8 @@ std::uint64_t mix_coordinates(std::uint64_t seed, std::uint64_t rank, std::uint6
 
 std::unique_ptr<GradientSource> parse_gradient_source(JsonReader gradients, const GradientContext& context)
 {
-  const std::string source = gradients.get_enum(
-      "source", {"uniform", "integers", "fashion_mnist_mlp", "replay", "calibrated"}, "uniform");
+  const std::string source =
+      gradients.get_enum("source", {"uniform", "integers", "fashion_mnist_mlp", "replay", "calibrated"}, "uniform");
   std::unique_ptr<GradientSource> created;
   if (source == "calibrated")
     created = make_calibrated_source(gradients, context);
@@ -108,4 +114,4 @@ std::unique_ptr<GradientSource> parse_gradient_source(JsonReader gradients, cons
   return created;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

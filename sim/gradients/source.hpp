@@ -6,8 +6,8 @@
 #pragma once
 
 #include "sim/base/json_reader.hpp"
-#include "sim/data/sparse.hpp"
 #include "sim/base/units.hpp"
+#include "sim/data/sparse.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -43,9 +43,9 @@ public:
 // What a source may need to know about the experiment.
 struct GradientContext {
   std::uint64_t seed = 1;
-  std::uint64_t n = 0;  // workload.n
+  std::uint64_t n = 0; // workload.n
   int ranks = 1;
-  std::filesystem::path config_dir;  // resolves relative file names (replay files, datasets)
+  std::filesystem::path config_dir; // resolves relative file names (replay files, datasets)
 };
 
 // Reads the config's "gradients" object: {"source": "uniform"} (default), {"source": "integers"}, ...
@@ -55,4 +55,4 @@ std::unique_ptr<GradientSource> parse_gradient_source(JsonReader gradients, cons
 // every source.
 std::uint64_t mix_coordinates(std::uint64_t seed, std::uint64_t rank, std::uint64_t iteration, std::uint64_t index);
 
-}  // namespace sparsim
+} // namespace sparsim

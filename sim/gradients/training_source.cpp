@@ -39,7 +39,7 @@ std::vector<std::size_t> widths_of(std::size_t inputs, const std::vector<std::si
   return widths;
 }
 
-}  // namespace
+} // namespace
 
 TrainingSource::TrainingSource(std::shared_ptr<const FashionMnist> data, TrainingOptions options, std::uint64_t seed,
                                int ranks)
@@ -77,8 +77,8 @@ const std::vector<std::uint32_t>& TrainingSource::epoch_order(std::uint64_t epoc
     if (cached.filled && cached.epoch == epoch)
       return cached.order;
   // Replace an empty slot, else the older epoch; then a Fisher-Yates shuffle driven by (seed, epoch, i).
-  EpochOrder& slot = !orders_[0].filled || (orders_[1].filled && orders_[0].epoch < orders_[1].epoch) ? orders_[0]
-                                                                                                      : orders_[1];
+  EpochOrder& slot =
+      !orders_[0].filled || (orders_[1].filled && orders_[0].epoch < orders_[1].epoch) ? orders_[0] : orders_[1];
   const auto count = static_cast<std::uint32_t>(data_->train_images.count);
   slot.order.resize(count);
   for (std::uint32_t i = 0; i < count; ++i)
@@ -164,8 +164,8 @@ void TrainingSource::apply_update(int iteration, const SparseVector& sum, int ra
 {
   for (Index i : sum.indices)
     if (i >= current_.size())
-      throw std::logic_error(fmt::format("fashion_mnist_mlp: update index {} beyond the model's {} parameters", i,
-                                         current_.size()));
+      throw std::logic_error(
+          fmt::format("fashion_mnist_mlp: update index {} beyond the model's {} parameters", i, current_.size()));
   begin_update(iteration, ranks);
   const auto scale = static_cast<float>(options_.learning_rate / ranks);
   for (std::size_t e = 0; e < sum.size(); ++e)
@@ -188,8 +188,8 @@ std::unique_ptr<GradientSource> make_training_source(JsonReader& gradients, cons
 {
   TrainingOptions options;
   const std::string dataset = gradients.get_string("dataset", kDefaultDataset);
-  options.dataset = std::filesystem::path(dataset).is_absolute() ? std::filesystem::path(dataset)
-                                                                 : context.config_dir / dataset;
+  options.dataset =
+      std::filesystem::path(dataset).is_absolute() ? std::filesystem::path(dataset) : context.config_dir / dataset;
   if (gradients.has("hidden")) {
     options.hidden.clear();
     for (std::int64_t width : gradients.get_int_list("hidden", 1, 1 << 16))
@@ -220,4 +220,4 @@ std::unique_ptr<GradientSource> make_training_source(JsonReader& gradients, cons
   return std::make_unique<TrainingSource>(std::move(data), std::move(options), context.seed, context.ranks);
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -16,8 +16,8 @@
 #pragma once
 
 #include "sim/gradients/fashion_mnist.hpp"
-#include "sim/gradients/source.hpp"
 #include "sim/gradients/mlp.hpp"
+#include "sim/gradients/source.hpp"
 
 #include <array>
 #include <memory>
@@ -25,12 +25,12 @@
 namespace sparsim {
 
 struct TrainingOptions {
-  std::filesystem::path dataset;             // folder of the four IDX files
-  std::vector<std::size_t> hidden = {64};    // hidden layer widths, input side first
-  std::size_t batch = 32;                    // samples per rank per iteration
+  std::filesystem::path dataset;          // folder of the four IDX files
+  std::vector<std::size_t> hidden = {64}; // hidden layer widths, input side first
+  std::size_t batch = 32;                 // samples per rank per iteration
   double learning_rate = 0.1;
-  int eval_every = 10;                       // test accuracy on iterations 0, eval_every, 2*eval_every, ...
-  std::size_t eval_samples = 1000;           // the first eval_samples test images
+  int eval_every = 10;             // test accuracy on iterations 0, eval_every, 2*eval_every, ...
+  std::size_t eval_samples = 1000; // the first eval_samples test images
 };
 
 class TrainingSource final : public GradientSource {
@@ -61,8 +61,8 @@ private:
   std::uint64_t seed_;
   int ranks_;
   Mlp model_;
-  std::vector<float> current_;   // w_t, t = updates_
-  std::vector<float> previous_;  // w_{t-1}
+  std::vector<float> current_;  // w_t, t = updates_
+  std::vector<float> previous_; // w_{t-1}
   int updates_ = 0;
   nlohmann::json log_ = nlohmann::json::array();
 
@@ -72,12 +72,12 @@ private:
     bool filled = false;
     std::vector<std::uint32_t> order;
   };
-  mutable std::array<EpochOrder, 2> orders_;  // the epochs around the current iteration's batches
+  mutable std::array<EpochOrder, 2> orders_; // the epochs around the current iteration's batches
   mutable MlpScratch scratch_;
   mutable std::vector<float> inputs_;
   mutable std::vector<std::uint8_t> labels_;
-  mutable std::vector<float> gradient_;       // for losses of ranks the driver did not ask for
-  mutable std::vector<double> batch_loss_;    // [rank]: the loss of the last mini-batch of the current iteration
+  mutable std::vector<float> gradient_;    // for losses of ranks the driver did not ask for
+  mutable std::vector<double> batch_loss_; // [rank]: the loss of the last mini-batch of the current iteration
   mutable std::vector<int> batch_loss_iteration_;
 };
 
@@ -86,4 +86,4 @@ private:
 // parameter count.
 std::unique_ptr<GradientSource> make_training_source(JsonReader& gradients, const GradientContext& context);
 
-}  // namespace sparsim
+} // namespace sparsim

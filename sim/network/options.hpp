@@ -12,4 +12,4 @@ struct NetworkOptions {
   bool crosstraffic = false;
 };
 
-}  // namespace sparsim
+} // namespace sparsim

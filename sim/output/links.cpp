@@ -12,4 +12,4 @@ std::string links_csv(const std::vector<LinkRow>& rows)
   return csv;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

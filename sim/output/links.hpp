@@ -11,4 +11,4 @@ namespace sparsim {
 // The rows as links.csv text (header: link,level,direction,bytes,bytes_iteration_max).
 std::string links_csv(const std::vector<LinkRow>& rows);
 
-}  // namespace sparsim
+} // namespace sparsim

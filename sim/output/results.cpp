@@ -42,10 +42,10 @@ std::string results_csv(const ExperimentConfig& config, const RunOutput& output)
                        config.ranks, config.workload.n, row.iteration, row.phase, row.sim_time, row.msgs_sent_max,
                        row.bytes_sent_max, row.bytes_sent_mean, row.bytes_recv_max, row.bytes_recv_mean);
     csv += row.has_model ? fmt::format("{},{},", row.model_time, row.model_bytes_per_rank) : ",,";
-    csv += row.has_sparse ? fmt::format("{},{},{},{},{},{},{}\n", row.k, row.local_selected_max, row.local_selected_sum,
-                                        row.global_selected, row.result_nnz, row.reevaluation ? 1 : 0,
-                                        row.lower_bound_bytes)
-                          : ",,,,,,\n";
+    csv += row.has_sparse
+               ? fmt::format("{},{},{},{},{},{},{}\n", row.k, row.local_selected_max, row.local_selected_sum,
+                             row.global_selected, row.result_nnz, row.reevaluation ? 1 : 0, row.lower_bound_bytes)
+               : ",,,,,,\n";
   }
   return csv;
 }
@@ -59,7 +59,7 @@ std::string ranks_csv(const RunOutput& output)
   return csv;
 }
 
-}  // namespace
+} // namespace
 
 Provenance collect_provenance(const std::string& command_line)
 {
@@ -188,8 +188,8 @@ std::string summarize_run(const ExperimentConfig& config, const RunOutput& outpu
   const double mean_time = totals ? time_sum / totals : 0;
   const double mean_communication = totals ? (time_sum - local_sum) / totals : 0;
   std::string s;
-  s += fmt::format("{}: {} on {} ranks, n = {}, {} iteration(s)\n", config.name, config.algorithm->name(),
-                   config.ranks, config.workload.n, config.iterations);
+  s += fmt::format("{}: {} on {} ranks, n = {}, {} iteration(s)\n", config.name, config.algorithm->name(), config.ranks,
+                   config.workload.n, config.iterations);
   s += fmt::format("  platform   {}\n", config.topology->describe());
   s += fmt::format("  routes     latency {} .. {}, bottleneck bandwidth {} .. {}\n",
                    format_duration(output.routes.latency_min), format_duration(output.routes.latency_max),
@@ -201,8 +201,8 @@ std::string summarize_run(const ExperimentConfig& config, const RunOutput& outpu
                    local_sum > 0 ? "network" : "time", format_duration(mean_communication),
                    format_duration(output.closed_form.time),
                    output.closed_form.time > 0 ? mean_communication / output.closed_form.time : 0.0);
-  s += fmt::format("  volume     {} sent by the busiest rank per iteration (closed form {})\n",
-                   format_bytes(sent_max), format_bytes(output.closed_form.bytes_sent_per_rank));
+  s += fmt::format("  volume     {} sent by the busiest rank per iteration (closed form {})\n", format_bytes(sent_max),
+                   format_bytes(output.closed_form.bytes_sent_per_rank));
   if (output.verified)
     s += fmt::format("  verified   {} (worst error {:.3g} of the rounding tolerance)\n", output.verification,
                      output.verify_max_error);
@@ -214,4 +214,4 @@ std::string summarize_run(const ExperimentConfig& config, const RunOutput& outpu
   return s;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -13,7 +13,7 @@
 namespace sparsim {
 
 struct Provenance {
-  std::string git_revision;  // "unknown" outside a git checkout; "-dirty" when the tree had changes
+  std::string git_revision; // "unknown" outside a git checkout; "-dirty" when the tree had changes
   std::string simgrid_version;
   std::string command_line;
 };
@@ -31,4 +31,4 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
 // The short human summary printed after a run.
 std::string summarize_run(const ExperimentConfig& config, const RunOutput& output);
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -13,7 +13,7 @@ std::string quoted(const std::string& text) { return nlohmann::json(text).dump()
 // Simulated seconds as trace microseconds.
 double microseconds(Seconds t) { return t * 1e6; }
 
-}  // namespace
+} // namespace
 
 std::string chrome_trace_json(const RunTrace& trace, const std::string& run_name)
 {
@@ -25,11 +25,12 @@ std::string chrome_trace_json(const RunTrace& trace, const std::string& run_name
   json += fmt::format(R"({{"ph": "M", "pid": 0, "name": "process_name", "args": {{"name": {}}}}})",
                       quoted("sparsim " + run_name));
   for (std::size_t rank = 0; rank < trace.ranks.size(); ++rank) {
-    json += fmt::format(",\n"
-                        R"({{"ph": "M", "pid": 0, "tid": {0}, "name": "thread_name", "args": {{"name": "rank {0}"}}}})"
-                        ",\n"
-                        R"({{"ph": "M", "pid": 0, "tid": {0}, "name": "thread_sort_index", "args": {{"sort_index": {0}}}}})",
-                        rank);
+    json += fmt::format(
+        ",\n"
+        R"({{"ph": "M", "pid": 0, "tid": {0}, "name": "thread_name", "args": {{"name": "rank {0}"}}}})"
+        ",\n"
+        R"({{"ph": "M", "pid": 0, "tid": {0}, "name": "thread_sort_index", "args": {{"sort_index": {0}}}}})",
+        rank);
 
     // Outer slices first: by start, then the longer one, then iteration before phase before wait.
     std::vector<TraceSlice> slices = trace.ranks[rank];
@@ -46,23 +47,25 @@ std::string chrome_trace_json(const RunTrace& trace, const std::string& run_name
       const double dur = microseconds(slice.end) - ts;
       const std::string where = fmt::format(R"("pid": 0, "tid": {}, "ts": {}, "dur": {})", rank, ts, dur);
       switch (slice.kind) {
-        case TraceSlice::Kind::iteration:
-          json += fmt::format(",\n"
-                              R"({{"ph": "X", "name": "iteration {0}", "cat": "iteration", {1}, "args": {{"iteration": {0}}}}})",
-                              trace.iteration, where);
-          break;
-        case TraceSlice::Kind::phase:
-          json += fmt::format(",\n"
-                              R"({{"ph": "X", "name": {0}, "cat": "phase", {1}, "args": {{"phase": {0}}}}})",
-                              phases[slice.phase], where);
-          break;
-        case TraceSlice::Kind::send_wait:
-        case TraceSlice::Kind::receive_wait:
-          json += fmt::format(",\n"
-                              R"({{"ph": "X", "name": "{}", "cat": "wait", {}, "args": {{"peer": {}, "bytes": {}, "tag": {}, "phase": {}}}}})",
-                              slice.kind == TraceSlice::Kind::send_wait ? "send" : "receive", where, slice.peer,
-                              slice.bytes, slice.tag, phases[slice.phase]);
-          break;
+      case TraceSlice::Kind::iteration:
+        json += fmt::format(
+            ",\n"
+            R"({{"ph": "X", "name": "iteration {0}", "cat": "iteration", {1}, "args": {{"iteration": {0}}}}})",
+            trace.iteration, where);
+        break;
+      case TraceSlice::Kind::phase:
+        json += fmt::format(",\n"
+                            R"({{"ph": "X", "name": {0}, "cat": "phase", {1}, "args": {{"phase": {0}}}}})",
+                            phases[slice.phase], where);
+        break;
+      case TraceSlice::Kind::send_wait:
+      case TraceSlice::Kind::receive_wait:
+        json += fmt::format(
+            ",\n"
+            R"({{"ph": "X", "name": "{}", "cat": "wait", {}, "args": {{"peer": {}, "bytes": {}, "tag": {}, "phase": {}}}}})",
+            slice.kind == TraceSlice::Kind::send_wait ? "send" : "receive", where, slice.peer, slice.bytes, slice.tag,
+            phases[slice.phase]);
+        break;
       }
     }
   }
@@ -73,4 +76,4 @@ std::string chrome_trace_json(const RunTrace& trace, const std::string& run_name
   return json;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

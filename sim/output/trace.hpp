@@ -16,8 +16,7 @@
 
 namespace sparsim {
 
-
 // The trace as JSON text: {"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}.
 std::string chrome_trace_json(const RunTrace& trace, const std::string& run_name);
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -3,11 +3,11 @@
 #pragma once
 
 #include "algorithms/algorithm.hpp"
+#include "sim/base/json_reader.hpp"
+#include "sim/data/wire.hpp"
 #include "sim/gradients/source.hpp"
 #include "sim/network/options.hpp"
-#include "sim/base/json_reader.hpp"
 #include "sim/run/selection.hpp"
-#include "sim/data/wire.hpp"
 #include "topologies/topology.hpp"
 
 #include <filesystem>
@@ -24,8 +24,8 @@ enum class DataMode { real, phantom };
 inline constexpr EnumNames<DataMode, 2> kDataModeNames{{{DataMode::real, "real"}, {DataMode::phantom, "phantom"}}};
 
 struct Workload {
-  std::uint64_t n = 0;        // gradient length in elements
-  double density = 0.01;      // sparse algorithms select k = floor(density * n) per rank
+  std::uint64_t n = 0;   // gradient length in elements
+  double density = 0.01; // sparse algorithms select k = floor(density * n) per rank
   std::uint64_t k = 0;
   WireFormat wire;
   DataMode data = DataMode::real;
@@ -41,8 +41,8 @@ struct ExperimentConfig {
   std::unique_ptr<Algorithm> algorithm;
   Workload workload;
   std::unique_ptr<GradientSource> gradients;
-  SelectionConfig selection;  // sparse algorithms
-  ComputeModel compute;       // how selection is charged in simulated time
+  SelectionConfig selection; // sparse algorithms
+  ComputeModel compute;      // how selection is charged in simulated time
   NetworkOptions network;
   bool verify = true;
 
@@ -67,4 +67,4 @@ nlohmann::json read_json_file(const std::filesystem::path& file);
 // Parses JSON text; malformed JSON is a ConfigError naming `origin` (the file it came from).
 nlohmann::json parse_json_text(std::string_view text, const std::string& origin);
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -89,7 +89,7 @@ void add_iteration_rows(int iteration, const std::vector<RankIteration>& ranks, 
     }
 }
 
-}  // namespace
+} // namespace
 
 RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& options)
 {
@@ -97,7 +97,8 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   const auto wall_start = std::chrono::steady_clock::now();
 
   start_engine(config.network);
-  const std::vector<std::size_t> rank_nodes = place_ranks(config.placement, config.ranks, config.topology->node_count());
+  const std::vector<std::size_t> rank_nodes =
+      place_ranks(config.placement, config.ranks, config.topology->node_count());
   const std::vector<simgrid::s4u::Host*> nodes = build_platform(*config.topology);
   std::vector<simgrid::s4u::Host*> rank_hosts;
   for (std::size_t node : rank_nodes)
@@ -149,16 +150,15 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   out.verified = config.verify;
   if (!sparse_verifier)
     out.verification = "every rank's result equals the direct sum of all gradients";
-  else if (config.sparse_algorithm()->result_semantics() ==
-           SparseAllreduce::ResultSemantics::reselected)
+  else if (config.sparse_algorithm()->result_semantics() == SparseAllreduce::ResultSemantics::reselected)
     out.verification = "every rank holds the same result (the re-selection tree is checked by the tests)";
   else
     out.verification = "every rank's result equals the sum of the local selections on its indices";
   out.verify_max_error = run.verify_max_error;
   out.completed_iterations = run.stopped_at >= 0 ? run.stopped_at : config.iterations;
   if (run.stopped_at >= 0)
-    out.stop_reason = fmt::format("the wall-clock limit of {} s passed before iteration {}", options.wall_limit,
-                                  run.stopped_at);
+    out.stop_reason =
+        fmt::format("the wall-clock limit of {} s passed before iteration {}", options.wall_limit, run.stopped_at);
   for (int it = 0; it < out.completed_iterations; ++it)
     add_iteration_rows(it, run.records[it], config, world.phases().names(), out.cost_inputs, out.closed_form, out);
   for (const auto& row : out.rank_rows)
@@ -172,4 +172,4 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   return out;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

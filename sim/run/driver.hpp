@@ -21,10 +21,10 @@ namespace sparsim {
 // (deadlock, a result that fails verification).
 struct RunOptions {
   bool show_progress = true;
-  int threads = 1;         // host threads preparing the sparse ranks' gradients and selections (same results)
-  Seconds wall_limit = 0;  // host seconds; past it the run stops before its next iteration (0: no limit)
-  int trace_iteration = -1;  // >= 0: record that iteration's timeline into RunOutput::trace
+  int threads = 1;          // host threads preparing the sparse ranks' gradients and selections (same results)
+  Seconds wall_limit = 0;   // host seconds; past it the run stops before its next iteration (0: no limit)
+  int trace_iteration = -1; // >= 0: record that iteration's timeline into RunOutput::trace
 };
 RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& options);
 
-}  // namespace sparsim
+} // namespace sparsim

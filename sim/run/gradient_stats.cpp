@@ -70,7 +70,7 @@ void zero_selected(std::span<float> acc, const SparseVector& selection)
     acc[i] = 0.0f;
 }
 
-}  // namespace
+} // namespace
 
 std::size_t intersection_size(std::span<const Index> a, std::span<const Index> b)
 {
@@ -186,7 +186,7 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
   const int last = options.warmup + options.iterations;
   for (int t = 0; t < last; ++t) {
     const bool measured = t >= options.warmup;
-    const bool raw_needed = t + 1 >= options.warmup;  // the raw selection of the iteration before the first one
+    const bool raw_needed = t + 1 >= options.warmup; // the raw selection of the iteration before the first one
     IterationStats it;
     it.iteration = t;
     double drift_sum = 0;
@@ -219,7 +219,7 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
       std::vector<float>& reuse_acc = reuse_residual[r];
       for (std::uint64_t i = 0; i < n; ++i)
         reuse_acc[i] += gradient[i];
-      SelectionTraffic traffic;  // memory traffic: not a statistic of the gradients
+      SelectionTraffic traffic; // memory traffic: not a statistic of the gradients
       const SparseVector reused = selectors[r].select(reuse_acc, k, t, traffic);
       zero_selected(reuse_acc, reused);
       if (measured) {
@@ -334,4 +334,4 @@ std::string format_gradient_stats(const GradientStats& stats)
   return text;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

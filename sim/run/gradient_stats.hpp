@@ -10,9 +10,9 @@
 // far from their steady state).
 #pragma once
 
+#include "sim/data/sparse.hpp"
 #include "sim/gradients/source.hpp"
 #include "sim/run/selection.hpp"
-#include "sim/data/sparse.hpp"
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -26,9 +26,10 @@ struct GradientStatsOptions {
   int ranks = 8;
   std::uint64_t n = 0;
   std::uint64_t k = 0;
-  int iterations = 20;  // measured iterations
+  int iterations = 20; // measured iterations
   int warmup = 0;      // iterations run before measuring
-  SelectionConfig reuse{.policy = SelectionPolicy::threshold_reuse, .reevaluate_every = 32, .rules = threshold_rules("vgg")};
+  SelectionConfig reuse{
+      .policy = SelectionPolicy::threshold_reuse, .reevaluate_every = 32, .rules = threshold_rules("vgg")};
   // The output layer's index range [output_begin, output_end); empty: its share is not measured.
   std::uint64_t output_begin = 0;
   std::uint64_t output_end = 0;
@@ -45,7 +46,7 @@ struct IterationStats {
   double region_imbalance = 0;   // selections (all ranks) in the busiest of P equal index regions / mean
   double acc_kurtosis = 0;       // kurtosis of acc_r, mean over ranks
   double threshold_drift = 0;    // |th_r(t) / th_r(t-1) - 1| for the exact k-th largest |acc_r|, mean over ranks
-  double gaussian_fit_ratio = 0;  // count of |acc| above a normal fit's threshold for k / k, mean over ranks
+  double gaussian_fit_ratio = 0; // count of |acc| above a normal fit's threshold for k / k, mean over ranks
   // Raw gradients (no error feedback).
   double raw_kurtosis = 0;
   double raw_jaccard = 0;
@@ -59,9 +60,9 @@ struct GradientStats {
   GradientStatsOptions options;
   std::vector<IterationStats> iterations;
   IterationStats median;         // median over the measured iterations of every figure (NaNs skipped)
-  double reuse_median_ratio = 0;  // median of m_r / k over all measured (rank, iteration) pairs
+  double reuse_median_ratio = 0; // median of m_r / k over all measured (rank, iteration) pairs
   double reuse_max_ratio = 0;    // maximum of m_r / k over them
-  double output_share_ratio = 0;  // output layer's share of all S_r / its share of n (error feedback)
+  double output_share_ratio = 0; // output layer's share of all S_r / its share of n (error feedback)
   double raw_output_share_ratio = 0;
   nlohmann::json to_json() const;
 };
@@ -72,7 +73,7 @@ std::string format_gradient_stats(const GradientStats& stats);
 
 // Building blocks (index lists sorted ascending, without duplicates).
 std::size_t intersection_size(std::span<const Index> a, std::span<const Index> b);
-double jaccard(std::span<const Index> a, std::span<const Index> b);  // 1 when both are empty
+double jaccard(std::span<const Index> a, std::span<const Index> b); // 1 when both are empty
 std::size_t union_size(const std::vector<SparseVector>& selections);
 // Sum of all selections' entries in the busiest of `regions` equal index regions [floor(j n / R),
 // floor((j+1) n / R)) over the mean count per region.
@@ -84,4 +85,4 @@ double median(std::vector<double> values);
 // The z with P(|Z| > z) = p for a standard normal Z (0 < p <= 1).
 double normal_two_sided_quantile(double p);
 
-}  // namespace sparsim
+} // namespace sparsim

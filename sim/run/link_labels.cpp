@@ -40,4 +40,4 @@ std::vector<LinkRow> label_link_loads(const std::vector<LinkLoad>& loads, const 
   return rows;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -27,4 +27,4 @@ LinkRoute link_route(const Topology& topology, std::vector<std::size_t> rank_nod
 // half), the loopback last.
 std::vector<LinkRow> label_link_loads(const std::vector<LinkLoad>& loads, const NetworkGraph& graph);
 
-}  // namespace sparsim
+} // namespace sparsim

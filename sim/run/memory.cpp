@@ -19,7 +19,7 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
     estimate.bytes += bytes;
     estimate.breakdown += fmt::format("{}{} {}", estimate.breakdown.empty() ? "" : " + ", what, format_bytes(bytes));
   };
-  double arrays = 0;  // the residuals and dense vectors: arrays of known size, no margin needed
+  double arrays = 0; // the residuals and dense vectors: arrays of known size, no margin needed
   if (config.is_sparse()) {
     if (config.selection.residual == ResidualKind::dense) {
       arrays = P * n * 4;
@@ -75,4 +75,4 @@ void check_memory(const ExperimentConfig& config)
                                       : ""));
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -16,7 +16,7 @@ namespace sparsim {
 
 struct MemoryEstimate {
   double bytes = 0;
-  std::string breakdown;  // "residuals 15.0GiB + selections 0.4GiB + ..."
+  std::string breakdown; // "residuals 15.0GiB + selections 0.4GiB + ..."
 };
 MemoryEstimate estimate_memory(const ExperimentConfig& config);
 
@@ -26,4 +26,4 @@ double physical_memory_bytes();
 // Throws ConfigError (at "ranks") when the estimate exceeds 90% of physical memory.
 void check_memory(const ExperimentConfig& config);
 
-}  // namespace sparsim
+} // namespace sparsim

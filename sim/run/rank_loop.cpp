@@ -71,7 +71,7 @@ bool dense_iteration(RunState& run, Communicator& comm, DenseVerifier& verifier,
     return false;
   const Seconds start = *begun;
   charge_training_step(config.compute, comm);
-  charge_staging_copy(config, comm);  // the gradient to the host
+  charge_staging_copy(config, comm); // the gradient to the host
   DenseVector data;
   data.length = config.workload.n;
   if (config.workload.data == DataMode::real) {
@@ -79,7 +79,7 @@ bool dense_iteration(RunState& run, Communicator& comm, DenseVerifier& verifier,
     config.gradients->generate(rank, it, data.values);
   }
   algorithm.allreduce(comm, data);
-  charge_staging_copy(config, comm);  // the sum back to the device
+  charge_staging_copy(config, comm); // the sum back to the device
   end_iteration(run, comm, start, run.records[it][rank]);
   if (rank == 0)
     config.gradients->apply_dense_update(it, data.values, config.ranks);
@@ -89,7 +89,7 @@ bool dense_iteration(RunState& run, Communicator& comm, DenseVerifier& verifier,
   return true;
 }
 
-}  // namespace
+} // namespace
 
 void run_dense_rank(RunState& run, DenseVerifier& verifier, RankId rank)
 {
@@ -123,7 +123,7 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
       return;
     const Seconds start = *begun;
     charge_training_step(config.compute, comm);
-    charge_staging_copy(config, comm);  // the gradient to the host
+    charge_staging_copy(config, comm); // the gradient to the host
     const auto selection = std::make_shared<const SparseVector>(stage.take_and_charge(comm));
 
     RankIteration& record = run.records[it][rank];
@@ -133,7 +133,7 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
                             .local_selection = selection,
                             .reevaluation = it % config.selection.reevaluate_every == 0};
     const std::shared_ptr<const SparseVector> result = algorithm.allreduce(comm, input, state.get(), record.sparse);
-    charge_staging_copy(config, comm);  // the result, as a dense vector, back to the device
+    charge_staging_copy(config, comm); // the result, as a dense vector, back to the device
     end_iteration(run, comm, start, record);
     record.local_selected = selection->size();
     record.result_nnz = result->size();
@@ -147,4 +147,4 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
   }
 }
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -11,8 +11,8 @@
 #include "sim/run/verification.hpp"
 
 #include <chrono>
-#include <fmt/format.h>
 #include <cstdint>
+#include <fmt/format.h>
 #include <vector>
 
 namespace sparsim {
@@ -30,15 +30,15 @@ struct RankIteration {
 struct RunState {
   const ExperimentConfig& config;
   World& world;
-  std::vector<std::vector<RankIteration>> records = {};  // [iteration][rank]
-  int threads = 1;                                  // for the selection stage
+  std::vector<std::vector<RankIteration>> records = {}; // [iteration][rank]
+  int threads = 1;                                      // for the selection stage
   double verify_max_error = 0;
   bool show_progress = true;
   std::chrono::steady_clock::time_point wall_start;
   std::chrono::steady_clock::time_point last_progress;
-  std::vector<Seconds> iteration_wall = {};  // see RunOutput
-  Seconds wall_limit = 0;               // 0: none
-  int stopped_at = -1;                  // the first iteration not run (wall-clock limit), -1 while running
+  std::vector<Seconds> iteration_wall = {}; // see RunOutput
+  Seconds wall_limit = 0;                   // 0: none
+  int stopped_at = -1;                      // the first iteration not run (wall-clock limit), -1 while running
 
   // Called by rank 0 between the barriers that start `iteration`: stop there if the limit has passed.
   void check_wall_limit(int iteration)
@@ -61,11 +61,11 @@ struct RunState {
     const auto now = std::chrono::steady_clock::now();
     if (rank == 0)
       iteration_wall.push_back(std::chrono::duration<double>(now - wall_start).count());
-    if (!show_progress || rank != 0 || (now - last_progress < std::chrono::seconds(2) && iteration + 1 != config.iterations))
+    if (!show_progress || rank != 0 ||
+        (now - last_progress < std::chrono::seconds(2) && iteration + 1 != config.iterations))
       return;
-    fmt::print(stderr, "  iteration {}/{} done: simulated {:.6g} s, wall {:.1f} s\n", iteration + 1,
-               config.iterations, world.transport().now(),
-               std::chrono::duration<double>(now - wall_start).count());
+    fmt::print(stderr, "  iteration {}/{} done: simulated {:.6g} s, wall {:.1f} s\n", iteration + 1, config.iterations,
+               world.transport().now(), std::chrono::duration<double>(now - wall_start).count());
     last_progress = now;
   }
 };
@@ -79,4 +79,4 @@ void run_dense_rank(RunState& run, DenseVerifier& verifier, RankId rank);
 void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verifier, DenseVerifier& warmup_verifier,
                      RankId rank);
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -14,39 +14,39 @@ namespace sparsim {
 
 // One row of links.csv: one direction of a graph link (or the loopback), labelled with the link's level.
 struct LinkRow {
-  std::string link;       // the SimGrid link's name
-  std::string level;      // the graph link's level ("node", "intra_chassis", ..., "fat_tree_L0", "loopback")
-  std::string direction;  // "up", "down", or "" for the loopback
-  Bytes bytes = 0;        // over all iterations
-  Bytes iteration_max = 0;  // in the iteration that loaded the link most
+  std::string link;        // the SimGrid link's name
+  std::string level;       // the graph link's level ("node", "intra_chassis", ..., "fat_tree_L0", "loopback")
+  std::string direction;   // "up", "down", or "" for the loopback
+  Bytes bytes = 0;         // over all iterations
+  Bytes iteration_max = 0; // in the iteration that loaded the link most
 };
 
 // The timeline of the traced iteration (sim/output/trace.hpp writes it as a Chrome trace).
 struct RunTrace {
-  int iteration = -1;                          // -1: no trace was recorded
-  std::vector<std::string> phase_names;        // by PhaseId
-  std::vector<std::vector<TraceSlice>> ranks;  // [rank]
+  int iteration = -1;                         // -1: no trace was recorded
+  std::vector<std::string> phase_names;       // by PhaseId
+  std::vector<std::vector<TraceSlice>> ranks; // [rank]
 };
 
 // One row of results.csv: a phase of one iteration (phase "total" for the whole iteration).
 struct PhaseRow {
   int iteration = 0;
   std::string phase;
-  Seconds sim_time = 0;  // max over ranks of the time spent in the phase
+  Seconds sim_time = 0; // max over ranks of the time spent in the phase
   std::uint64_t msgs_sent_max = 0;
   double bytes_sent_max = 0;
   double bytes_sent_mean = 0;
   double bytes_recv_max = 0;
   double bytes_recv_mean = 0;
-  bool has_model = false;  // the closed form is given on "total" rows
+  bool has_model = false; // the closed form is given on "total" rows
   Seconds model_time = 0;
   double model_bytes_per_rank = 0;
   // Sparse algorithms, on "total" rows: selection counts and the COO lower bound 2k(P-1)/P words in bytes.
   bool has_sparse = false;
   std::uint64_t k = 0;
-  std::uint64_t local_selected_max = 0;  // m: the largest local selection
+  std::uint64_t local_selected_max = 0; // m: the largest local selection
   std::uint64_t local_selected_sum = 0;
-  std::uint64_t global_selected = 0;     // g, where the algorithm re-selects globally
+  std::uint64_t global_selected = 0; // g, where the algorithm re-selects globally
   std::uint64_t result_nnz = 0;
   bool reevaluation = false;
   double lower_bound_bytes = 0;
@@ -66,17 +66,17 @@ struct RunOutput {
   RouteSummary routes;
   CostInputs cost_inputs;
   ClosedForm closed_form;
-  bool verified = false;        // the result was checked against a reference
-  std::string verification;     // what was checked
-  double verify_max_error = 0;  // largest |result - reference| / tolerance seen (<= 1 passes)
+  bool verified = false;       // the result was checked against a reference
+  std::string verification;    // what was checked
+  double verify_max_error = 0; // largest |result - reference| / tolerance seen (<= 1 passes)
   Seconds wall_time = 0;
-  std::vector<Seconds> iteration_wall;  // host seconds from the start of the run to rank 0's end of each iteration
+  std::vector<Seconds> iteration_wall; // host seconds from the start of the run to rank 0's end of each iteration
   std::uint64_t peak_rss_bytes = 0;
   std::uint64_t messages = 0;   // simulated messages, all iterations
-  int completed_iterations = 0;  // fewer than configured when the run stopped early (partial results)
-  std::string stop_reason;       // why, for partial results
+  int completed_iterations = 0; // fewer than configured when the run stopped early (partial results)
+  std::string stop_reason;      // why, for partial results
   std::vector<LinkRow> links;   // links.csv: the SimGrid links that carried bytes
   RunTrace trace;               // the traced iteration's timeline (none unless asked for)
 };
 
-}  // namespace sparsim
+} // namespace sparsim

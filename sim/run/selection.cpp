@@ -88,7 +88,8 @@ SparseVector LocalSelector::select(std::span<const float> acc, std::uint64_t k, 
                                    SelectionTraffic& traffic)
 {
   const std::uint64_t pass = 4 * static_cast<std::uint64_t>(acc.size());
-  const bool exact = config_.policy == SelectionPolicy::exact || !have_threshold_ || iteration % config_.reevaluate_every == 0;
+  const bool exact =
+      config_.policy == SelectionPolicy::exact || !have_threshold_ || iteration % config_.reevaluate_every == 0;
   if (exact) {
     // The exact top-k; its smallest magnitude is the k-th largest, the threshold reused afterwards.
     SparseVector selection = select_topk(acc, k);
@@ -126,4 +127,4 @@ SparseVector LocalSelector::select(std::span<const float> acc, std::uint64_t k, 
   return selection;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

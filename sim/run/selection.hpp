@@ -11,8 +11,8 @@
 #pragma once
 
 #include "sim/base/json_reader.hpp"
-#include "sim/data/sparse.hpp"
 #include "sim/base/units.hpp"
+#include "sim/data/sparse.hpp"
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -23,8 +23,8 @@ namespace sparsim {
 
 // Threshold correction rules of the reference implementation, per model (algorithms.md).
 struct ThresholdRules {
-  std::string preset;      // "vgg", "lstm", "bert"
-  double low = 0;          // window (low*k, high*k) for the selected count m
+  std::string preset; // "vgg", "lstm", "bert"
+  double low = 0;     // window (low*k, high*k) for the selected count m
   double high = 0;
   double factor = 1;       // scale applied for the next iteration when m leaves the window
   double raise_above = 0;  // before selecting: raise while m > raise_above * k ...
@@ -43,9 +43,9 @@ inline constexpr EnumNames<ResidualKind, 2> kResidualKindNames{
 
 struct SelectionConfig {
   SelectionPolicy policy = SelectionPolicy::exact;
-  int reevaluate_every = 32;     // tau'
+  int reevaluate_every = 32; // tau'
   ThresholdRules rules = threshold_rules("vgg");
-  int warmup_iterations = 0;     // dense iterations before sparsification (counted in the iterations)
+  int warmup_iterations = 0; // dense iterations before sparsification (counted in the iterations)
   // What a rank keeps between iterations for error feedback (docs/scale.md):
   // - "dense": the exact residual, n floats per rank;
   // - "none": nothing; each iteration selects from the fresh gradient (acc = gradient). Exact for the first
@@ -82,9 +82,10 @@ enum class TrainingCharge { none, model, fixed };
 inline constexpr EnumNames<TrainingCharge, 3> kTrainingChargeNames{
     {{TrainingCharge::none, "none"}, {TrainingCharge::model, "model"}, {TrainingCharge::fixed, "fixed"}}};
 enum class SelectionCharge { free, memory_bandwidth, measured };
-inline constexpr EnumNames<SelectionCharge, 3> kSelectionChargeNames{{{SelectionCharge::free, "free"},
-                                                                      {SelectionCharge::memory_bandwidth, "memory_bandwidth"},
-                                                                      {SelectionCharge::measured, "measured"}}};
+inline constexpr EnumNames<SelectionCharge, 3> kSelectionChargeNames{
+    {{SelectionCharge::free, "free"},
+     {SelectionCharge::memory_bandwidth, "memory_bandwidth"},
+     {SelectionCharge::measured, "measured"}}};
 enum class StagingCharge { none, pcie };
 inline constexpr EnumNames<StagingCharge, 2> kStagingChargeNames{
     {{StagingCharge::none, "none"}, {StagingCharge::pcie, "pcie"}}};
@@ -94,7 +95,7 @@ inline constexpr EnumNames<ReductionCharge, 2> kReductionChargeNames{
 
 struct ComputeModel {
   TrainingCharge training = TrainingCharge::none;
-  Seconds forward_backward = 0;  // charged per iteration (resolved from the model table for "model")
+  Seconds forward_backward = 0; // charged per iteration (resolved from the model table for "model")
   SelectionCharge selection = SelectionCharge::memory_bandwidth;
   BytesPerSecond memory_bandwidth = 732e9;
   double measured_scale = 1.0;
@@ -118,17 +119,20 @@ ComputeModel parse_compute(JsonReader compute);
 // One rank's selector; keeps the reused threshold between iterations.
 class LocalSelector {
 public:
-  explicit LocalSelector(SelectionConfig config) : config_(std::move(config)) {}
+  explicit LocalSelector(SelectionConfig config)
+      : config_(std::move(config))
+  {
+  }
 
   // Selects from `acc` for `iteration`; sorted by index. `traffic` receives the memory traffic it modelled.
   SparseVector select(std::span<const float> acc, std::uint64_t k, int iteration, SelectionTraffic& traffic);
-  double threshold() const { return used_threshold_; }  // the threshold of the last selection
+  double threshold() const { return used_threshold_; } // the threshold of the last selection
 
 private:
   SelectionConfig config_;
-  double threshold_ = 0;       // the threshold the next reuse starts from
+  double threshold_ = 0; // the threshold the next reuse starts from
   double used_threshold_ = 0;
   bool have_threshold_ = false;
 };
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -79,10 +79,10 @@ void consume_selection(std::vector<float>& acc, const SparseVector& selection, c
       while (in_result < result.size() && result.indices[in_result] < i)
         ++in_result;
       if (in_result == result.size() || result.indices[in_result] != i)
-        continue;  // lost at the global selection: stays in the residual
+        continue; // lost at the global selection: stays in the residual
     }
     acc[i] = 0.0f;
   }
 }
 
-}  // namespace sparsim
+} // namespace sparsim

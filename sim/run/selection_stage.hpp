@@ -49,16 +49,16 @@ private:
   struct Prepared {
     SparseVector selection;
     SelectionTraffic traffic;
-    Seconds host_seconds = 0;  // the host time the selection took (compute "measured")
+    Seconds host_seconds = 0; // the host time the selection took (compute "measured")
   };
 
   void prepare_rank(RankId rank, int iteration, std::vector<float>& gradient);
 
   const ExperimentConfig& config_;
   bool keep_residual_;
-  std::vector<std::vector<float>> residuals_;  // [rank], allocated at the first sparse iteration
-  std::vector<LocalSelector> selectors_;       // [rank]: the reused thresholds
-  std::vector<Prepared> prepared_;             // [rank]: this iteration's selections
+  std::vector<std::vector<float>> residuals_; // [rank], allocated at the first sparse iteration
+  std::vector<LocalSelector> selectors_;      // [rank]: the reused thresholds
+  std::vector<Prepared> prepared_;            // [rank]: this iteration's selections
 };
 
-}  // namespace sparsim
+} // namespace sparsim

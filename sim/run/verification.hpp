@@ -19,7 +19,10 @@ inline double rounding_tolerance(int ranks, double abs_sum) { return ranks * 0x1
 // Dense results against the direct sum of all ranks' gradients, computed once per iteration.
 class DenseVerifier {
 public:
-  explicit DenseVerifier(const ExperimentConfig& config) : config_(config) {}
+  explicit DenseVerifier(const ExperimentConfig& config)
+      : config_(config)
+  {
+  }
 
   // Returns max |result - reference| / tolerance over the vector (<= 1 passes).
   double check(int iteration, const DenseVector& result)
@@ -61,7 +64,9 @@ private:
 class SparseVerifier {
 public:
   SparseVerifier(int ranks, std::uint64_t n, SparseAllreduce::ResultSemantics semantics)
-      : ranks_(ranks), n_(n), semantics_(semantics)
+      : ranks_(ranks)
+      , n_(n)
+      , semantics_(semantics)
   {
   }
 
@@ -73,7 +78,7 @@ public:
       abs_sum_.assign(n_, 0.0);
       selected_.assign(n_, false);
       first_result_ = result;
-    } else if (result != first_result_ && !(*result == *first_result_)) {  // one shared U is trivially the same
+    } else if (result != first_result_ && !(*result == *first_result_)) { // one shared U is trivially the same
       throw std::runtime_error("verification failed: ranks ended the iteration with different results");
     }
     for (std::size_t e = 0; e < selection.size(); ++e) {
@@ -97,12 +102,12 @@ private:
     for (std::size_t e = 0; e < result.size(); ++e) {
       const Index i = result.indices[e];
       if (!selected_[i])
-        return 1e300;  // U holds an index nobody selected
+        return 1e300; // U holds an index nobody selected
       worst = std::max(worst, std::fabs(result.values[e] - sum_[i]) / rounding_tolerance(ranks_, abs_sum_[i]));
     }
     if (semantics_ == SparseAllreduce::ResultSemantics::union_sum &&
         static_cast<std::size_t>(std::count(selected_.begin(), selected_.end(), true)) != result.size())
-      return 1e300;  // a selected index is missing from U
+      return 1e300; // a selected index is missing from U
     return worst;
   }
 
@@ -116,4 +121,4 @@ private:
   std::vector<bool> selected_;
 };
 
-}  // namespace sparsim
+} // namespace sparsim

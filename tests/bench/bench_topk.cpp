@@ -56,7 +56,7 @@ std::span<const float> input(Dist dist, std::size_t n)
 // The floor every kernel is compared with: one streaming pass reading x (the sum of |x|), as fast as we can make it:
 // AVX-512 when the CPU has it, several independent partial sums (bound by memory bandwidth, not by the latency of
 // float additions; no -ffast-math needed), and the same software prefetch as the kernels (worth ~10% on a VM core).
-constexpr std::size_t kPrefetchAhead = 2048;  // entries, as in sim/data/topk.cpp
+constexpr std::size_t kPrefetchAhead = 2048; // entries, as in sim/data/topk.cpp
 
 float read_pass_portable(std::span<const float> x)
 {
@@ -110,8 +110,7 @@ double seconds_since(std::chrono::steady_clock::time_point start)
 
 // Times kernel() as the benchmark's manual time, and a read pass of x before each call for the x_read_pass ratio
 // (at least kMinReadPasses of them: slow kernels run few iterations).
-template <class Kernel>
-void run(benchmark::State& state, std::span<const float> x, Kernel kernel)
+template <class Kernel> void run(benchmark::State& state, std::span<const float> x, Kernel kernel)
 {
   constexpr int kMinReadPasses = 10;
   double kernel_seconds = 0;
@@ -149,56 +148,55 @@ void register_case(Dist dist, std::size_t log2_n, double density)
   auto threshold = [dist, n, k] { return sparsim::kth_largest_magnitude(input(dist, n), k + 1); };
   using Case = std::function<void(benchmark::State&)>;
   const std::vector<std::pair<std::string, Case>> kernels = {
-    {"count_above",
-     [=](benchmark::State& s) {
-       const float t = threshold();
-       run(s, input(dist, n), [&] { return sparsim::count_above(input(dist, n), t); });
-     }},
-    {"select_above",
-     [=](benchmark::State& s) {
-       const float t = threshold();
-       run(s, input(dist, n), [&] { return sparsim::select_above(input(dist, n), t); });
-     }},
-    {"select_above_portable",
-     [=](benchmark::State& s) {
-       const float t = threshold();
-       run(s, input(dist, n), [&] {
-         return sparsim::select_above(input(dist, n), t, sparsim::CompactionIsa::portable);
-       });
-     }},
-    {"select_above_reused",  // one output for all iterations: no fresh pages to fault in
-     [=](benchmark::State& s) {
-       const float t = threshold();
-       sparsim::SparseVector out;
-       run(s, input(dist, n), [&] {
-         sparsim::select_above(input(dist, n), t, out);
-         return out.size();
-       });
-     }},
-    {"kth_largest_magnitude",
-     [=](benchmark::State& s) {
-       run(s, input(dist, n), [&] { return sparsim::kth_largest_magnitude(input(dist, n), k); });
-     }},
-    {"select_topk",
-     [=](benchmark::State& s) { run(s, input(dist, n), [&] { return sparsim::select_topk(input(dist, n), k); }); }},
-    {"select_topk_reused",
-     [=](benchmark::State& s) {
-       sparsim::SparseVector out;
-       run(s, input(dist, n), [&] {
-         sparsim::select_topk(input(dist, n), k, out);
-         return out.size();
-       });
-     }},
-    {"select_topk_reference",
-     [=](benchmark::State& s) {
-       run(s, input(dist, n), [&] { return sparsim::select_topk_reference(input(dist, n), k); });
-     }},
+      {"count_above",
+       [=](benchmark::State& s) {
+         const float t = threshold();
+         run(s, input(dist, n), [&] { return sparsim::count_above(input(dist, n), t); });
+       }},
+      {"select_above",
+       [=](benchmark::State& s) {
+         const float t = threshold();
+         run(s, input(dist, n), [&] { return sparsim::select_above(input(dist, n), t); });
+       }},
+      {"select_above_portable",
+       [=](benchmark::State& s) {
+         const float t = threshold();
+         run(s, input(dist, n),
+             [&] { return sparsim::select_above(input(dist, n), t, sparsim::CompactionIsa::portable); });
+       }},
+      {"select_above_reused", // one output for all iterations: no fresh pages to fault in
+       [=](benchmark::State& s) {
+         const float t = threshold();
+         sparsim::SparseVector out;
+         run(s, input(dist, n), [&] {
+           sparsim::select_above(input(dist, n), t, out);
+           return out.size();
+         });
+       }},
+      {"kth_largest_magnitude",
+       [=](benchmark::State& s) {
+         run(s, input(dist, n), [&] { return sparsim::kth_largest_magnitude(input(dist, n), k); });
+       }},
+      {"select_topk",
+       [=](benchmark::State& s) { run(s, input(dist, n), [&] { return sparsim::select_topk(input(dist, n), k); }); }},
+      {"select_topk_reused",
+       [=](benchmark::State& s) {
+         sparsim::SparseVector out;
+         run(s, input(dist, n), [&] {
+           sparsim::select_topk(input(dist, n), k, out);
+           return out.size();
+         });
+       }},
+      {"select_topk_reference",
+       [=](benchmark::State& s) {
+         run(s, input(dist, n), [&] { return sparsim::select_topk_reference(input(dist, n), k); });
+       }},
   };
   for (const auto& [name, body] : kernels)
     benchmark::RegisterBenchmark((name + suffix).c_str(), body)->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv)
 {

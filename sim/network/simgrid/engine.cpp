@@ -64,4 +64,4 @@ int run_rank_actors(const std::vector<simgrid::s4u::Host*>& rank_hosts, const st
   return finished;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

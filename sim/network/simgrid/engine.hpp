@@ -11,7 +11,7 @@
 namespace simgrid::s4u {
 class Engine;
 class Host;
-}  // namespace simgrid::s4u
+} // namespace simgrid::s4u
 
 namespace sparsim {
 
@@ -28,4 +28,4 @@ simgrid::s4u::Engine& start_engine(const NetworkOptions& network);
 // bodies returned: fewer than the ranks when some never finished (a deadlock).
 int run_rank_actors(const std::vector<simgrid::s4u::Host*>& rank_hosts, const std::function<void(RankId)>& body);
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -54,7 +54,7 @@ MessagePtr SimGridTransport::post_send(const PairFunction& pair, Outgoing outgoi
   m.type = outgoing.type;
   m.send_half = m.mailbox->put_async(&m, outgoing.bytes);
   if (matched)
-    return_mailbox(m.mailbox);  // both halves are posted: SimGrid has emptied it
+    return_mailbox(m.mailbox); // both halves are posted: SimGrid has emptied it
   return message;
 }
 
@@ -65,7 +65,7 @@ MessagePtr SimGridTransport::post_receive(const PairFunction& pair)
   SimGridMessage& m = pair_with_mailbox(pair, message, matched);
   m.receive_half = m.mailbox->get_async(&m.landing);
   if (matched)
-    return_mailbox(m.mailbox);  // both halves are posted: SimGrid has emptied it
+    return_mailbox(m.mailbox); // both halves are posted: SimGrid has emptied it
   return message;
 }
 
@@ -77,4 +77,4 @@ void SimGridTransport::wait(Message& message, bool is_receive)
   half = nullptr;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

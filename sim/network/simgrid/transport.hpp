@@ -19,7 +19,7 @@
 namespace simgrid::s4u {
 class Host;
 class Mailbox;
-}  // namespace simgrid::s4u
+} // namespace simgrid::s4u
 
 namespace sparsim {
 
@@ -40,7 +40,7 @@ private:
   // A message's SimGrid state: its mailbox and each side's half of the transfer.
   struct SimGridMessage : Message {
     simgrid::s4u::Mailbox* mailbox = nullptr;
-    void* landing = nullptr;  // where the receive half stores the (unused) data pointer
+    void* landing = nullptr; // where the receive half stores the (unused) data pointer
     simgrid::s4u::CommPtr send_half;
     simgrid::s4u::CommPtr receive_half;
   };
@@ -58,4 +58,4 @@ private:
   std::size_t mailboxes_created_ = 0;
 };
 
-}  // namespace sparsim
+} // namespace sparsim

@@ -24,7 +24,11 @@ constexpr double kHostSpeed = 1e9;
 // A NetZone whose routes come from a topology's route() (see zone.hpp).
 class TopologyZone : public NetZoneImpl {
 public:
-  TopologyZone(const std::string& name, const Topology& topology) : NetZoneImpl(name), topology_(topology) {}
+  TopologyZone(const std::string& name, const Topology& topology)
+      : NetZoneImpl(name)
+      , topology_(topology)
+  {
+  }
 
   void add_link(StandardLinkImpl* up, StandardLinkImpl* down, Seconds latency)
   {
@@ -67,7 +71,7 @@ private:
   Seconds loopback_latency_ = 0;
 };
 
-}  // namespace
+} // namespace
 
 std::vector<simgrid::s4u::Host*> build_platform(const Topology& topology)
 {
@@ -105,4 +109,4 @@ std::vector<simgrid::s4u::Host*> build_platform(const Topology& topology)
   return hosts;
 }
 
-}  // namespace sparsim
+} // namespace sparsim

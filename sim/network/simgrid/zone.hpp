@@ -26,4 +26,4 @@ namespace sparsim {
 // root when one exists; it keeps a reference to `topology`, which must outlive the simulation.
 std::vector<simgrid::s4u::Host*> build_platform(const Topology& topology);
 
-}  // namespace sparsim
+} // namespace sparsim
