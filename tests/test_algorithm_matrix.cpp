@@ -28,10 +28,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <gtest/gtest.h>
 #include <map>
 #include <optional>
 #include <ostream>
+#include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -264,3 +268,28 @@ INSTANTIATE_TEST_SUITE_P(Registry, AlgorithmMatrix, ::testing::ValuesIn(registry
   const Case& c = info.param;
   return c.algorithm + (c.variant.empty() ? "" : "_" + c.variant) + "_P" + std::to_string(c.ranks);
 });
+
+// A file that registers collectives (SPARSIM_ALGORITHM_FILE) but is missing from registry.cpp's list of
+// algorithm files would silently drop out of the registry, and so out of the matrix above: every algorithm
+// file in algorithms/ must be listed there, and nothing else.
+TEST(AlgorithmRegistry, ListsEveryAlgorithmFile)
+{
+  const std::filesystem::path dir = std::filesystem::path(SPARSIM_SOURCE_DIR) / "algorithms";
+  const std::regex defined(R"(^SPARSIM_ALGORITHM_FILE\((\w+)\))");
+  const std::regex listed(R"(^\s*FILE\((\w+)\))");
+  std::set<std::string> files, in_registry;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".cpp")
+      continue;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      std::smatch match;
+      if (std::regex_search(line, match, defined))
+        files.insert(match[1]);
+      if (entry.path().filename() == "registry.cpp" && std::regex_search(line, match, listed))
+        in_registry.insert(match[1]);
+    }
+  }
+  EXPECT_FALSE(files.empty());
+  EXPECT_EQ(in_registry, files);
+}
