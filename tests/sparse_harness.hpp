@@ -34,7 +34,7 @@ struct RankOutcome {
 struct SparseRun {
   std::vector<std::vector<RankOutcome>> iterations; // [iteration][rank]
   std::vector<std::string> phase_names;
-  std::uint64_t shared_results_computed = 0; // results computed once for several ranks (World::shared_result)
+  std::uint64_t shared_results_computed = 0; // results computed once for several ranks (SharedResults)
   PhaseStats phase(int iteration, int rank, const std::string& name) const
   {
     for (std::size_t id = 0; id < phase_names.size(); ++id)

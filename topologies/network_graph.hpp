@@ -1,9 +1,10 @@
 // A Boost.Graph view of a platform: compute nodes, routers/switches and the links between them.
 //
 // Every topology describes its network once, as a NetworkGraph; the SimGrid zone is built from the same
-// graph (topologies/builder.hpp), so a link of the graph is a link of the simulation: graph link "X" is
-// the pair of SimGrid links "X_UP" (from `from` to `to`) and "X_DOWN" (back). Vertices 0..node_count()-1
-// are the compute nodes, in the order of Topology::build()'s hosts; routers and switches follow.
+// graph (sim/network/simgrid/zone.hpp), so a link of the graph is a link of the simulation: graph link "X"
+// is the pair of SimGrid links "X_UP" (from `from` to `to`) and "X_DOWN" (back). Vertices
+// 0..node_count()-1 are the compute nodes, in node order (SimGrid host "node<i>"); routers and switches
+// follow.
 //
 // LIMITATIONS
 // - Undirected: one edge stands for the two directions of a cable, each with the edge's bandwidth.
