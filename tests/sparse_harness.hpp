@@ -100,8 +100,11 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
         comm.restart_phase_clock();
         const double start = sg4::Engine::get_clock();
         RankOutcome& out = run.iterations[it][r];
-        const SparseInput input{static_cast<int>(it), n, k, std::make_shared<const SparseVector>(selections[it][r]),
-                                static_cast<int>(it) % reevaluate_every == 0};
+        const SparseInput input{.iteration = static_cast<int>(it),
+                                .n = n,
+                                .k = k,
+                                .local_selection = std::make_shared<const SparseVector>(selections[it][r]),
+                                .reevaluation = static_cast<int>(it) % reevaluate_every == 0};
         out.result = *algorithm.allreduce(comm, input, state.get(), out.report);
         comm.flush_phase_time();
         out.time = sg4::Engine::get_clock() - start;

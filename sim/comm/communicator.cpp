@@ -57,8 +57,13 @@ void Communicator::wait(Request& request)
   request.done_ = true;
   if (tracing_)
     world_.trace().record(rank_,
-                          {request.receive_ ? TraceSlice::Kind::receive_wait : TraceSlice::Kind::send_wait, phase_,
-                           started, transport.now(), request.peer_, request.tag_, request.message_->bytes});
+                          {.kind = request.receive_ ? TraceSlice::Kind::receive_wait : TraceSlice::Kind::send_wait,
+                           .phase = phase_,
+                           .begin = started,
+                           .end = transport.now(),
+                           .peer = request.peer_,
+                           .tag = request.tag_,
+                           .bytes = request.message_->bytes});
   if (!request.receive_)
     request.message_.reset(); // the sender keeps nothing once delivered
 }
@@ -76,7 +81,8 @@ void Communicator::switch_phase(PhaseId next)
   const Seconds now = world_.transport().now();
   world_.traffic().of(rank_, phase_).time += now - phase_started_;
   if (tracing_ && now > phase_started_)
-    world_.trace().record(rank_, {TraceSlice::Kind::phase, phase_, phase_started_, now});
+    world_.trace().record(rank_,
+                          {.kind = TraceSlice::Kind::phase, .phase = phase_, .begin = phase_started_, .end = now});
   phase_ = next;
   phase_started_ = now;
 }
@@ -91,7 +97,8 @@ void Communicator::start_iteration(int iteration)
 void Communicator::finish_iteration()
 {
   if (tracing_)
-    world_.trace().record(rank_, {TraceSlice::Kind::iteration, 0, iteration_started_, world_.transport().now()});
+    world_.trace().record(
+        rank_, {.kind = TraceSlice::Kind::iteration, .begin = iteration_started_, .end = world_.transport().now()});
   tracing_ = false;
 }
 

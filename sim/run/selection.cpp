@@ -11,10 +11,16 @@ ThresholdRules threshold_rules(const std::string& preset)
 {
   // Windows and factors of the reference implementation (algorithms.md, step 2).
   if (preset == "lstm")
-    return {"lstm", 3.0 / 4, 5.0 / 4, 1.012, 0, 1, 0};
+    return {.preset = "lstm", .low = 3.0 / 4, .high = 5.0 / 4, .factor = 1.012};
   if (preset == "bert")
-    return {"bert", 4.0 / 5, 5.0 / 4, 1.025, 0, 1, 0};
-  return {"vgg", 2.0 / 3, 5.0 / 4, 1.012, 4.0 / 3, 1.03, 5};
+    return {.preset = "bert", .low = 4.0 / 5, .high = 5.0 / 4, .factor = 1.025};
+  return {.preset = "vgg",
+          .low = 2.0 / 3,
+          .high = 5.0 / 4,
+          .factor = 1.012,
+          .raise_above = 4.0 / 3,
+          .raise_factor = 1.03,
+          .raise_max = 5};
 }
 
 nlohmann::json SelectionConfig::to_json() const
