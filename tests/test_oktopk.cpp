@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <gtest/gtest.h>
+#include <ostream>
 #include <map>
 #include <random>
 #include <set>
@@ -105,6 +106,8 @@ struct Variant {
   nlohmann::json params;
   std::string label;
 };
+// Readable test parameters in ctest's names and gtest's output (instead of a byte dump with pointers).
+void PrintTo(const Variant& variant, std::ostream* out) { *out << variant.label << "_P" << variant.ranks; }
 
 class OkTopkVariants : public ::testing::TestWithParam<Variant> {};
 

@@ -6,6 +6,7 @@
 #include "sparsim_cli.hpp"
 
 #include <gtest/gtest.h>
+#include <ostream>
 #include <map>
 
 using namespace sparsim::testing;
@@ -16,6 +17,8 @@ struct Case {
   int ranks;
   std::string policy;
 };
+// Readable test parameters in ctest's names and gtest's output (instead of a byte dump with pointers).
+void PrintTo(const Case& c, std::ostream* out) { *out << "P" << c.ranks << "_" << c.policy; }
 
 class OkTopkBound : public ::testing::TestWithParam<Case> {};
 

@@ -3,6 +3,7 @@
 #include "sparse_harness.hpp"
 
 #include <gtest/gtest.h>
+#include <ostream>
 #include <map>
 #include <random>
 
@@ -47,6 +48,8 @@ struct Shape {
   int ranks;
   std::string allgather;
 };
+// Readable test parameters in ctest's names and gtest's output (instead of a byte dump with pointers).
+void PrintTo(const Shape& shape, std::ostream* out) { *out << "P" << shape.ranks << "_" << shape.allgather; }
 
 class TopkAShapes : public ::testing::TestWithParam<Shape> {};
 
