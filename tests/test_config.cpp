@@ -150,6 +150,23 @@ TEST(Config, BadArgumentsExitTwo)
   EXPECT_NE(help.output.find("sparsim run CONFIG.json"), std::string::npos);
 }
 
+// Every command prints its own usage for --help and exits 0 (it used to be "unexpected argument", exit 2);
+// the usage names that command's forms and no other command's.
+TEST(Config, HelpPerCommand)
+{
+  for (const std::string command : {"run", "sweep", "validate", "topology", "algorithms", "stats"}) {
+    SCOPED_TRACE(command);
+    const CliResult help = run_cli(command + " --help");
+    EXPECT_EQ(help.exit_code, 0) << help.output;
+    EXPECT_NE(help.output.find("sparsim " + command), std::string::npos) << help.output;
+    for (const std::string other : {"run ", "sweep ", "validate ", "topology ", "stats "})
+      if (other != command + " ") {
+        EXPECT_EQ(help.output.find("sparsim " + other), std::string::npos) << help.output;
+      }
+  }
+  EXPECT_EQ(run_cli("frobnicate --help").exit_code, 2);
+}
+
 TEST(Config, DocsListExactlyTheFieldsTheLoaderReads)
 {
   auto log = std::make_shared<FieldLog>();

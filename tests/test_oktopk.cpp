@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <gtest/gtest.h>
-#include <ostream>
 #include <map>
+#include <ostream>
 #include <random>
 #include <set>
 

@@ -6,8 +6,8 @@
 #include "sparsim_cli.hpp"
 
 #include <gtest/gtest.h>
-#include <ostream>
 #include <map>
+#include <ostream>
 
 using namespace sparsim::testing;
 

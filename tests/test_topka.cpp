@@ -3,8 +3,8 @@
 #include "sparse_harness.hpp"
 
 #include <gtest/gtest.h>
-#include <ostream>
 #include <map>
+#include <ostream>
 #include <random>
 
 using namespace sparsim;

@@ -51,19 +51,42 @@ usage:
                                                   write DIR/sweep.sbatch (a Slurm job array, N points
                                                   per task, default 1) and DIR/gather.sbatch; runs nothing
   sparsim sweep SWEEP.json --out DIR --gather     rebuild DIR/summary.csv from the complete points
-  sparsim validate CONFIG.json                    check a config and build its platform; runs nothing
+  sparsim validate CONFIG.json                    check a config, its memory and its routes; runs nothing
   sparsim topology CONFIG.json [--dot FILE]       describe the platform; --dot writes Graphviz DOT
                                                   (FILE "-" for standard output)
   sparsim algorithms                              list the registered algorithms
   sparsim stats CONFIG.json [--iterations N] [--warmup N]
                                                   statistics of the config's gradients under top-k with error
                                                   feedback (docs/gradients.md); defaults 20 and 50
+  sparsim COMMAND --help                          that command's usage
   sparsim --help                                  this text
 
 Exit status: 0 success, 1 the run failed, 2 bad arguments or a bad config, 3 a run stopped by its
 --time-limit (partial results written), 130 a sweep stopped by Ctrl-C/SIGINT or SIGTERM.
 Config fields are documented in docs/config.md.
 )";
+
+// The lines of kUsage that describe `command` ("sparsim run ..." and its continuation lines), or "" for a
+// command the text does not name.
+std::string command_usage(const std::string& command)
+{
+  const std::string text = kUsage;
+  const std::string head = "  sparsim " + command + " ";
+  std::string blocks;
+  bool in_block = false;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find('\n', at), text.size());
+    const std::string line = text.substr(at, end - at);
+    at = end + 1;
+    if (line.rfind("  sparsim ", 0) == 0)
+      in_block = line.rfind(head, 0) == 0 || line == head.substr(0, head.size() - 1);
+    else if (line.rfind("   ", 0) != 0)
+      in_block = false;
+    if (in_block)
+      blocks += line + "\n";
+  }
+  return blocks;
+}
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -88,6 +111,7 @@ struct Arguments {
   int trace_iteration = -1; // run: -1 = the last iteration
   int iterations = 20;      // stats
   int warmup = 50;          // stats
+  bool help = false;        // COMMAND --help
 };
 
 // The value of a whole-number flag, at least `minimum`.
@@ -108,6 +132,10 @@ Arguments parse_arguments(int argc, char** argv)
   args.command = argv[1];
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
+    if ((arg == "--help" || arg == "-h") && !command_usage(args.command).empty()) {
+      args.help = true;
+      return args;
+    }
     auto value = [&](const char* flag) {
       if (i + 1 >= argc)
         throw UsageError(fmt::format("{} needs a value", flag));
@@ -373,6 +401,10 @@ int main(int argc, char** argv)
     const Arguments args = parse_arguments(argc, argv);
     if (args.command == "--help" || args.command == "-h" || args.command == "help") {
       fmt::print("{}", kUsage);
+      return 0;
+    }
+    if (args.help) {
+      fmt::print("usage:\n{}\nConfig fields are documented in docs/config.md.\n", command_usage(args.command));
       return 0;
     }
     if (args.command == "run")
