@@ -25,22 +25,14 @@ struct DenseRun {
   std::vector<std::string> phase_names;
   PhaseStats phase(int rank, const std::string& name) const
   {
-    for (std::size_t id = 0; id < phase_names.size(); ++id)
-      if (phase_names[id] == name && id < ranks[rank].phases.size())
-        return ranks[rank].phases[id];
-    return {};
+    return phase_named(phase_names, ranks[rank].phases, name);
   }
 };
 
 // Creates a dense algorithm from its config object, e.g. {"name": "dense_ring"}.
 inline std::unique_ptr<DenseAllreduce> make_dense_algorithm(const nlohmann::json& spec)
 {
-  auto algorithm = parse_algorithm(JsonReader(spec, "algorithm"));
-  auto* dense = dynamic_cast<DenseAllreduce*>(algorithm.get());
-  if (!dense)
-    throw std::logic_error("not a dense algorithm: " + spec.dump());
-  algorithm.release();
-  return std::unique_ptr<DenseAllreduce>(dense);
+  return make_algorithm_as<DenseAllreduce>(spec, "dense");
 }
 
 // vectors[r] is rank r's vector (all of one length). All ranks start together. A reduction bandwidth charges
@@ -70,12 +62,7 @@ inline DenseRun run_dense(const DenseAllreduce& algorithm, const std::vector<std
       out.time = sg4::Engine::get_clock() - start;
       out.result = std::move(data.values);
       out.phases = world.take_stats(r);
-      for (const auto& p : out.phases) {
-        out.total.msgs_sent += p.msgs_sent;
-        out.total.msgs_recv += p.msgs_recv;
-        out.total.bytes_sent += p.bytes_sent;
-        out.total.bytes_recv += p.bytes_recv;
-      }
+      out.total = traffic_total(out.phases);
       ++finished;
     });
   }

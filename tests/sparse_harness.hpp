@@ -23,6 +23,30 @@ namespace sparsim::testing {
 constexpr double kStarLatency = 1e-6;  // per link: a route crosses two
 constexpr double kStarBandwidth = 1e9; // bytes per second
 
+// The counters of phase `name` among one rank's `phases` (by phase id, named by `names`); zero when the rank
+// never entered it.
+inline PhaseStats phase_named(const std::vector<std::string>& names, const std::vector<PhaseStats>& phases,
+                              const std::string& name)
+{
+  for (std::size_t id = 0; id < names.size(); ++id)
+    if (names[id] == name && id < phases.size())
+      return phases[id];
+  return {};
+}
+
+// Messages and bytes of all phases summed (time left at zero).
+inline PhaseStats traffic_total(const std::vector<PhaseStats>& phases)
+{
+  PhaseStats total;
+  for (const auto& p : phases) {
+    total.msgs_sent += p.msgs_sent;
+    total.msgs_recv += p.msgs_recv;
+    total.bytes_sent += p.bytes_sent;
+    total.bytes_recv += p.bytes_recv;
+  }
+  return total;
+}
+
 struct RankOutcome {
   SparseVector result;
   SparseReport report;
@@ -37,22 +61,25 @@ struct SparseRun {
   std::uint64_t shared_results_computed = 0; // results computed once for several ranks (SharedResults)
   PhaseStats phase(int iteration, int rank, const std::string& name) const
   {
-    for (std::size_t id = 0; id < phase_names.size(); ++id)
-      if (phase_names[id] == name && id < iterations[iteration][rank].phases.size())
-        return iterations[iteration][rank].phases[id];
-    return {};
+    return phase_named(phase_names, iterations[iteration][rank].phases, name);
   }
 };
 
-// Creates an algorithm from its config object, e.g. {"name": "topka", "allgather": "ring"}.
-inline std::unique_ptr<SparseAllreduce> make_sparse_algorithm(const nlohmann::json& spec)
+// Creates an algorithm of interface A (SparseAllreduce, DenseAllreduce) from its config object.
+template <class A> std::unique_ptr<A> make_algorithm_as(const nlohmann::json& spec, const char* kind)
 {
   auto algorithm = parse_algorithm(JsonReader(spec, "algorithm"));
-  auto* sparse = dynamic_cast<SparseAllreduce*>(algorithm.get());
-  if (!sparse)
-    throw std::logic_error("not a sparse algorithm: " + spec.dump());
+  auto* typed = dynamic_cast<A*>(algorithm.get());
+  if (!typed)
+    throw std::logic_error(std::string("not a ") + kind + " algorithm: " + spec.dump());
   algorithm.release();
-  return std::unique_ptr<SparseAllreduce>(sparse);
+  return std::unique_ptr<A>(typed);
+}
+
+// Creates a sparse algorithm from its config object, e.g. {"name": "topka", "allgather": "ring"}.
+inline std::unique_ptr<SparseAllreduce> make_sparse_algorithm(const nlohmann::json& spec)
+{
+  return make_algorithm_as<SparseAllreduce>(spec, "sparse");
 }
 
 // Starts SimGrid's engine (CM02 without cross traffic) and builds the star: one host per rank, each with a
@@ -109,12 +136,7 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
         comm.flush_phase_time();
         out.time = sg4::Engine::get_clock() - start;
         out.phases = world.take_stats(r);
-        for (const auto& p : out.phases) {
-          out.total.msgs_sent += p.msgs_sent;
-          out.total.msgs_recv += p.msgs_recv;
-          out.total.bytes_sent += p.bytes_sent;
-          out.total.bytes_recv += p.bytes_recv;
-        }
+        out.total = traffic_total(out.phases);
       }
       ++finished;
     });

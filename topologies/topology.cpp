@@ -113,7 +113,12 @@ void HopList::push(std::size_t link, bool up)
 
 RouteSummary summarize_routes(const Topology& topology, const std::vector<std::size_t>& rank_nodes)
 {
-  const NetworkGraph graph = topology.graph();
+  return summarize_routes(topology, topology.graph(), rank_nodes);
+}
+
+RouteSummary summarize_routes(const Topology& topology, const NetworkGraph& graph,
+                              const std::vector<std::size_t>& rank_nodes)
+{
   RouteSummary summary;
   const std::size_t ranks = rank_nodes.size();
   bool first = true;

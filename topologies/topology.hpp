@@ -89,5 +89,8 @@ std::vector<std::size_t> place_ranks(const Placement& placement, int ranks, std:
 // the route's links in order, bandwidth the route's smallest. All pairs for small P, otherwise the pairs
 // (0, j) and (i, i+1), which cover the diameter on the symmetric topologies here.
 RouteSummary summarize_routes(const Topology& topology, const std::vector<std::size_t>& rank_nodes);
+// The same with the topology's graph already built (a large platform's graph takes a while to build).
+RouteSummary summarize_routes(const Topology& topology, const NetworkGraph& graph,
+                              const std::vector<std::size_t>& rank_nodes);
 
 } // namespace sparsim

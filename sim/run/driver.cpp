@@ -99,13 +99,14 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   start_engine(config.network);
   const std::vector<std::size_t> rank_nodes =
       place_ranks(config.placement, config.ranks, config.topology->node_count());
-  const std::vector<simgrid::s4u::Host*> nodes = build_platform(*config.topology);
+  const NetworkGraph graph = config.topology->graph(); // built once: the platform, routes and link labels
+  const std::vector<simgrid::s4u::Host*> nodes = build_platform(*config.topology, graph);
   std::vector<simgrid::s4u::Host*> rank_hosts;
   for (std::size_t node : rank_nodes)
     rank_hosts.push_back(nodes[node]);
 
   RunOutput out;
-  out.routes = summarize_routes(*config.topology, rank_nodes);
+  out.routes = summarize_routes(*config.topology, graph, rank_nodes);
   out.cost_inputs.ranks = config.ranks;
   out.cost_inputs.n = config.workload.n;
   out.cost_inputs.k = config.workload.k;
@@ -114,7 +115,6 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   out.cost_inputs.seconds_per_byte = out.routes.bandwidth_min > 0 ? 1.0 / out.routes.bandwidth_min : 0.0;
   out.closed_form = config.algorithm->closed_form(out.cost_inputs);
 
-  const NetworkGraph graph = config.topology->graph();
   SimGridTransport transport(rank_hosts);
   World world(transport, config.ranks, config.workload.wire,
               link_route(*config.topology, rank_nodes, graph.edge_count()), link_slot_count(graph));

@@ -75,11 +75,15 @@ private:
 
 std::vector<simgrid::s4u::Host*> build_platform(const Topology& topology)
 {
+  return build_platform(topology, topology.graph());
+}
+
+std::vector<simgrid::s4u::Host*> build_platform(const Topology& topology, const NetworkGraph& graph)
+{
   if (!simgrid::s4u::Engine::has_instance())
     throw std::logic_error("build_platform: create the simgrid::s4u::Engine before building the platform");
   auto* engine = simgrid::s4u::Engine::get_instance();
   simgrid::s4u::NetZone* parent = engine->get_netzone_root();
-  const NetworkGraph graph = topology.graph();
 
   // The zone is owned by SimGrid's engine from here on (the root, or a child of the root).
   auto* zone = new TopologyZone(topology.type(), topology);

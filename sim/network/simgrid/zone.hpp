@@ -25,5 +25,7 @@ namespace sparsim {
 // nodes in node order. The zone (named after the topology's type) becomes the root zone, or a child of the
 // root when one exists; it keeps a reference to `topology`, which must outlive the simulation.
 std::vector<simgrid::s4u::Host*> build_platform(const Topology& topology);
+// The same with the topology's graph already built.
+std::vector<simgrid::s4u::Host*> build_platform(const Topology& topology, const NetworkGraph& graph);
 
 } // namespace sparsim
