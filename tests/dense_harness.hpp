@@ -52,7 +52,7 @@ inline DenseRun run_dense(const DenseAllreduce& algorithm, const std::vector<std
   for (int r = 0; r < P; ++r) {
     sg4::Actor::create("rank" + std::to_string(r), hosts[r], [&, r] {
       Communicator comm(world, r);
-      world.align_ranks();
+      world.align_ranks(r);
       comm.restart_phase_clock();
       const double start = sg4::Engine::get_clock();
       DenseVector data{vectors[r].size(), vectors[r]};

@@ -123,7 +123,7 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
       Communicator comm(world, r);
       auto state = algorithm.make_rank_state(r, P, n);
       for (std::size_t it = 0; it < selections.size(); ++it) {
-        world.align_ranks();
+        world.align_ranks(r);
         comm.restart_phase_clock();
         const double start = sg4::Engine::get_clock();
         RankOutcome& out = run.iterations[it][r];

@@ -43,7 +43,7 @@ Request Communicator::irecv(RankId source, Tag tag)
   request.tag_ = tag;
   Matcher& matcher = world_.matcher();
   request.message_ = world_.transport().post_receive(
-      [&](MessagePtr fresh) { return matcher.pair_receive(rank_, source, tag, std::move(fresh)); });
+      [&](MessagePtr fresh) { return matcher.pair_receive(rank_, source, tag, std::move(fresh)); }, rank_);
   return request;
 }
 
@@ -113,7 +113,7 @@ void Communicator::spend(std::string_view phase_name, Seconds duration)
 {
   if (duration > 0) {
     auto scope = phase(phase_name);
-    world_.transport().sleep_for(duration);
+    world_.transport().sleep_for(rank_, duration);
   }
 }
 

@@ -55,16 +55,19 @@ public:
 
   // Simulated time now.
   virtual Seconds now() const = 0;
-  // Spends `duration` of simulated time on the calling rank (compute phases).
-  virtual void sleep_for(Seconds duration) = 0;
-  // A zero-cost barrier: every rank leaves it at the same simulated time.
-  virtual void align_ranks() = 0;
+  // Spends `duration` of simulated time on the calling rank `rank` (compute phases).
+  virtual void sleep_for(RankId rank, Seconds duration) = 0;
+  // A zero-cost barrier: every rank leaves it at the same simulated time. `rank` is the caller.
+  virtual void align_ranks(RankId rank) = 0;
+  // The calling rank's body has returned: it posts and waits no more.
+  virtual void rank_finished(RankId rank) = 0;
 
   // Posting a half: the transport calls `pair` exactly once, at a moment when no other rank can post, with a
   // new message of its own type, and returns the message the half belongs to. A send writes `outgoing` into
   // it before its transfer can start.
   virtual MessagePtr post_send(const PairFunction& pair, Outgoing outgoing) = 0;
-  virtual MessagePtr post_receive(const PairFunction& pair) = 0;
+  // `receiver` is the calling rank.
+  virtual MessagePtr post_receive(const PairFunction& pair, RankId receiver) = 0;
   // Blocks the calling rank until its half of `message` has completed (is_receive: the receive half).
   virtual void wait(Message& message, bool is_receive) = 0;
 };

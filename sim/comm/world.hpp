@@ -46,8 +46,8 @@ public:
   SharedResults& shared_results() { return shared_results_; }
   const SharedResults& shared_results() const { return shared_results_; }
 
-  // A zero-cost barrier that lines all ranks up at the same simulated time (between iterations).
-  void align_ranks() { transport_.align_ranks(); }
+  // A zero-cost barrier that lines all ranks up at the same simulated time (between iterations); `rank` calls.
+  void align_ranks(RankId rank) { transport_.align_ranks(rank); }
   // Hands a rank its counters since the last call (one entry per phase id) and resets them.
   std::vector<PhaseStats> take_stats(RankId rank) { return traffic_.take(rank, phases_.names().size()); }
 

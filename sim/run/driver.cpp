@@ -1,6 +1,8 @@
 #include "sim/run/driver.hpp"
 
+#include "sim/network/link_fifo/transport.hpp"
 #include "sim/network/simgrid/engine.hpp"
+#include "sim/network/simgrid/parking.hpp"
 #include "sim/network/simgrid/transport.hpp"
 #include "sim/network/simgrid/zone.hpp"
 #include "sim/run/link_labels.hpp"
@@ -9,10 +11,40 @@
 #include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
+#include <memory>
 #include <sys/resource.h>
 
 namespace sparsim {
 namespace {
+
+// The network model that moves the run's messages, and the hosts its rank actors run on.
+struct NetworkSetup {
+  std::vector<simgrid::s4u::Host*> rank_hosts;
+  std::unique_ptr<SemaphoreParking> parking; // the link-level model's
+  std::unique_ptr<Transport> transport;
+};
+
+NetworkSetup set_up_network(const ExperimentConfig& config, const NetworkGraph& graph,
+                            const std::vector<std::size_t>& rank_nodes)
+{
+  NetworkSetup setup;
+  if (config.network.simgrid_flows()) {
+    // SimGrid's flows: the topology's platform, every rank on its node's host.
+    const std::vector<simgrid::s4u::Host*> nodes = build_platform(*config.topology, graph);
+    for (std::size_t node : rank_nodes)
+      setup.rank_hosts.push_back(nodes[node]);
+    setup.transport = std::make_unique<SimGridTransport>(setup.rank_hosts);
+    return setup;
+  }
+  // The link-level model: the actors share one host; the links live in the model.
+  static int platforms = 0; // one engine per process: every platform needs a new name
+  simgrid::s4u::Host* host = build_single_host_platform(fmt::format("link_fifo{}", platforms++));
+  setup.rank_hosts.assign(static_cast<std::size_t>(config.ranks), host);
+  setup.parking = std::make_unique<SemaphoreParking>(config.ranks);
+  setup.transport = std::make_unique<LinkFifoTransport>(config.ranks, *setup.parking, link_slot_specs(graph),
+                                                        link_route(*config.topology, rank_nodes, graph.edge_count()));
+  return setup;
+}
 
 std::uint64_t peak_rss_bytes()
 {
@@ -100,10 +132,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   const std::vector<std::size_t> rank_nodes =
       place_ranks(config.placement, config.ranks, config.topology->node_count());
   const NetworkGraph graph = config.topology->graph(); // built once: the platform, routes and link labels
-  const std::vector<simgrid::s4u::Host*> nodes = build_platform(*config.topology, graph);
-  std::vector<simgrid::s4u::Host*> rank_hosts;
-  for (std::size_t node : rank_nodes)
-    rank_hosts.push_back(nodes[node]);
+  NetworkSetup network = set_up_network(config, graph, rank_nodes);
 
   RunOutput out;
   out.routes = summarize_routes(*config.topology, graph, rank_nodes);
@@ -115,7 +144,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   out.cost_inputs.seconds_per_byte = out.routes.bandwidth_min > 0 ? 1.0 / out.routes.bandwidth_min : 0.0;
   out.closed_form = config.algorithm->closed_form(out.cost_inputs);
 
-  SimGridTransport transport(rank_hosts);
+  Transport& transport = *network.transport;
   World world(transport, config.ranks, config.workload.wire,
               link_route(*config.topology, rank_nodes, graph.edge_count()), link_slot_count(graph));
   RunState run{.config = config,
@@ -136,11 +165,12 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
     selection_stage = std::make_unique<SelectionStage>(config);
   }
 
-  const int finished_ranks = run_rank_actors(rank_hosts, [&](RankId rank) {
+  const int finished_ranks = run_rank_actors(network.rank_hosts, [&](RankId rank) {
     if (sparse_verifier)
       run_sparse_rank(run, *selection_stage, *sparse_verifier, dense_verifier, rank);
     else
       run_dense_rank(run, dense_verifier, rank);
+    transport.rank_finished(rank);
   });
   if (finished_ranks != config.ranks)
     throw std::runtime_error(fmt::format("deadlock: {} of {} ranks never finished (a receive without a matching "

@@ -6,6 +6,20 @@ namespace sparsim {
 
 std::size_t link_slot_count(const NetworkGraph& graph) { return 2 * graph.edge_count() + 1; }
 
+std::vector<LinkSpec> link_slot_specs(const NetworkGraph& graph)
+{
+  std::vector<LinkSpec> specs;
+  specs.reserve(link_slot_count(graph));
+  for (std::size_t i = 0; i < graph.edge_count(); ++i) {
+    const NetworkGraph::Link& link = graph.link(i);
+    const LinkSpec half{.bandwidth = link.bandwidth, .latency = link.latency, .shared = true};
+    specs.push_back(half); // up
+    specs.push_back(half); // down
+  }
+  specs.push_back({.bandwidth = kLoopbackBandwidth, .latency = kLoopbackLatency, .shared = false});
+  return specs;
+}
+
 LinkRoute link_route(const Topology& topology, std::vector<std::size_t> rank_nodes, std::size_t link_count)
 {
   return [&topology, nodes = std::move(rank_nodes), link_count](RankId source, RankId dest,

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "sim/comm/link_loads.hpp"
+#include "sim/network/link_fifo/link_model.hpp"
 #include "sim/run/run_output.hpp"
 #include "topologies/network_graph.hpp"
 #include "topologies/topology.hpp"
@@ -19,6 +20,11 @@ namespace sparsim {
 
 // The number of slots of `graph`'s links: 2E + 1.
 std::size_t link_slot_count(const NetworkGraph& graph);
+
+// Each slot's bandwidth and latency for a network model that times messages itself: a graph link's two
+// halves both have its bandwidth and latency; the loopback has SimGrid's defaults (network/loopback-bw
+// 10 GB/s, network/loopback-lat 0 s) and never contends (FATPIPE).
+std::vector<LinkSpec> link_slot_specs(const NetworkGraph& graph);
 
 // The slots a message between two ranks crosses, from the topology's routes; ranks sit on `rank_nodes`.
 LinkRoute link_route(const Topology& topology, std::vector<std::size_t> rank_nodes, std::size_t link_count);

@@ -16,13 +16,13 @@ namespace {
 template <class Prepare>
 std::optional<Seconds> begin_iteration(RunState& run, Communicator& comm, int iteration, Prepare&& prepare)
 {
-  run.world.align_ranks();
+  run.world.align_ranks(comm.rank());
   if (comm.rank() == 0) {
     run.check_wall_limit(iteration);
     if (run.stopped_at < 0)
       prepare();
   }
-  run.world.align_ranks();
+  run.world.align_ranks(comm.rank());
   if (run.stopped_at >= 0)
     return std::nullopt;
   comm.restart_phase_clock();

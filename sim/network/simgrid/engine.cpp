@@ -13,7 +13,8 @@ namespace sparsim {
 std::vector<std::string> simgrid_options(const NetworkOptions& network)
 {
   return {
-      "--cfg=network/model:" + network.model,
+      // The link-level model times messages itself; SimGrid then only runs the rank actors (any model does).
+      "--cfg=network/model:" + (network.simgrid_flows() ? network.model : std::string("CM02")),
       std::string("--cfg=network/crosstraffic:") + (network.crosstraffic ? "1" : "0"),
       "--log=root.thresh:warning",
       "--log=xbt_cfg.thresh:warning",

@@ -17,7 +17,7 @@ SimGridTransport::SimGridTransport(std::vector<simgrid::s4u::Host*> rank_hosts)
 
 Seconds SimGridTransport::now() const { return simgrid::s4u::Engine::get_clock(); }
 
-void SimGridTransport::sleep_for(Seconds duration) { simgrid::s4u::this_actor::sleep_for(duration); }
+void SimGridTransport::sleep_for(RankId /*rank*/, Seconds duration) { simgrid::s4u::this_actor::sleep_for(duration); }
 
 simgrid::s4u::Mailbox* SimGridTransport::take_mailbox()
 {
@@ -58,7 +58,7 @@ MessagePtr SimGridTransport::post_send(const PairFunction& pair, Outgoing outgoi
   return message;
 }
 
-MessagePtr SimGridTransport::post_receive(const PairFunction& pair)
+MessagePtr SimGridTransport::post_receive(const PairFunction& pair, RankId /*receiver*/)
 {
   MessagePtr message;
   bool matched = false;

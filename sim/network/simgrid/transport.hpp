@@ -29,11 +29,12 @@ public:
   explicit SimGridTransport(std::vector<simgrid::s4u::Host*> rank_hosts);
 
   Seconds now() const override;
-  void sleep_for(Seconds duration) override;
-  void align_ranks() override { barrier_->wait(); }
+  void sleep_for(RankId rank, Seconds duration) override;
+  void align_ranks(RankId /*rank*/) override { barrier_->wait(); }
+  void rank_finished(RankId /*rank*/) override {}
 
   MessagePtr post_send(const PairFunction& pair, Outgoing outgoing) override;
-  MessagePtr post_receive(const PairFunction& pair) override;
+  MessagePtr post_receive(const PairFunction& pair, RankId receiver) override;
   void wait(Message& message, bool is_receive) override;
 
 private:

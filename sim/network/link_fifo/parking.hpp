@@ -1,0 +1,18 @@
+// How the link-level FIFO model blocks and wakes ranks: the ranks stay actors of the engine (SimGrid's, in
+// sim/network/simgrid/parking.hpp), but this model decides when each one runs.
+#pragma once
+
+#include "sim/base/units.hpp"
+
+namespace sparsim {
+
+class RankParking {
+public:
+  virtual ~RankParking() = default;
+  // Blocks the calling rank `rank` until unpark(rank) (returns at once if unpark came first).
+  virtual void park(RankId rank) = 0;
+  // Lets `rank` run again; the caller may be suspended meanwhile while other ranks run.
+  virtual void unpark(RankId rank) = 0;
+};
+
+} // namespace sparsim

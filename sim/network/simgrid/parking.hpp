@@ -1,0 +1,32 @@
+// Blocking and waking rank actors for the link-level FIFO model (sim/network/link_fifo/): one SimGrid
+// semaphore per rank. SimGrid's clock does not move in that model; its actors are only the ranks' contexts.
+#pragma once
+
+#include "sim/network/link_fifo/parking.hpp"
+
+#include <simgrid/s4u/Semaphore.hpp>
+
+#include <string>
+#include <vector>
+
+namespace simgrid::s4u {
+class Host;
+} // namespace simgrid::s4u
+
+namespace sparsim {
+
+class SemaphoreParking : public RankParking {
+public:
+  explicit SemaphoreParking(int ranks);
+  void park(RankId rank) override { semaphores_[rank]->acquire(); }
+  void unpark(RankId rank) override { semaphores_[rank]->release(); }
+
+private:
+  std::vector<simgrid::s4u::SemaphorePtr> semaphores_;
+};
+
+// A platform of one host for models that time messages themselves: every rank's actor runs on it. Call once
+// the engine exists; `name` must be new to the engine.
+simgrid::s4u::Host* build_single_host_platform(const std::string& name);
+
+} // namespace sparsim

@@ -1,0 +1,346 @@
+// The link-level FIFO model (sim/network/link_fifo/) against its own arithmetic and against SimGrid's flow
+// model (CM02, no cross traffic), the reference: lone messages exactly, contended patterns on their makespan.
+#include "sim/comm/matcher.hpp"
+#include "sim/network/link_fifo/link_model.hpp"
+#include "sim/network/link_fifo/transport.hpp"
+#include "sim/network/simgrid/engine.hpp"
+#include "sim/network/simgrid/parking.hpp"
+#include "sim/network/simgrid/transport.hpp"
+#include "sim/network/simgrid/zone.hpp"
+#include "sim/run/link_labels.hpp"
+#include "topologies/network_graph.hpp"
+#include "topologies/topology.hpp"
+
+#include <gtest/gtest.h>
+#include <simgrid/s4u/Actor.hpp>
+#include <simgrid/s4u/Engine.hpp>
+#include <simgrid/s4u/NetZone.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using nlohmann::json;
+using namespace sparsim;
+
+// --- The model's arithmetic ------------------------------------------------------------------------------
+
+TEST(LinkFifoModel, LoneMessageTakesRouteLatencyPlusSizeOverBottleneck)
+{
+  LinkFifoModel model({{.bandwidth = 10e9, .latency = 1e-6}, {.bandwidth = 4e9, .latency = 2e-6},
+                       {.bandwidth = 10e9, .latency = 3e-6}});
+  const double arrival = model.transfer(5.0, 1'000'000, {0, 1, 2});
+  EXPECT_DOUBLE_EQ(arrival, 5.0 + 6e-6 + 1e6 / 4e9);
+}
+
+TEST(LinkFifoModel, MessagesSharingALinkFinishOneAfterTheOther)
+{
+  // Incast 3 -> 1 over each sender's own link (0, 1, 2) into the receiver's link 3.
+  LinkFifoModel model({{.bandwidth = 1e9}, {.bandwidth = 1e9}, {.bandwidth = 1e9}, {.bandwidth = 1e9}});
+  EXPECT_DOUBLE_EQ(model.transfer(0, 1000, {0, 3}), 1e-6);
+  EXPECT_DOUBLE_EQ(model.transfer(0, 1000, {1, 3}), 2e-6);
+  EXPECT_DOUBLE_EQ(model.transfer(0, 1000, {2, 3}), 3e-6);
+  // A later message waits for the link to have served the earlier ones.
+  EXPECT_DOUBLE_EQ(model.transfer(1e-6, 1000, {0, 3}), 4e-6);
+}
+
+TEST(LinkFifoModel, FastLinkCarriesSlowerFlowsAtTheirOwnRate)
+{
+  // Four node links of 1 GB/s into one 4 GB/s uplink: the four flows fit beside each other.
+  LinkFifoModel model({{.bandwidth = 1e9}, {.bandwidth = 1e9}, {.bandwidth = 1e9}, {.bandwidth = 1e9},
+                       {.bandwidth = 4e9}});
+  for (std::size_t node = 0; node < 4; ++node)
+    EXPECT_DOUBLE_EQ(model.transfer(0, 1000, {node, 4}), 1e-6) << "flow " << node;
+  // A fifth flow finds the uplink booked for the four: 4 x 1000 B at 4 GB/s, then its own 0.25 us there.
+  LinkFifoModel busy({{.bandwidth = 4e9}, {.bandwidth = 4e9}});
+  EXPECT_DOUBLE_EQ(busy.transfer(0, 4000, {0}), 1e-6);
+  EXPECT_DOUBLE_EQ(busy.transfer(0, 1000, {1, 0}), 1.25e-6);
+}
+
+TEST(LinkFifoModel, UnsharedLinkNeverMakesMessagesWait)
+{
+  LinkFifoModel model({{.bandwidth = kLoopbackBandwidth, .latency = 0, .shared = false}});
+  EXPECT_DOUBLE_EQ(model.transfer(0, 10'000, {0}), 1e-6);
+  EXPECT_DOUBLE_EQ(model.transfer(0, 10'000, {0}), 1e-6);
+}
+
+TEST(LinkFifoModel, RateIsBoundedByTheTcpWindowOverTwiceTheLatency)
+{
+  // 1 ms of latency: the window bound, 4194304 B / 2 ms = 2.1 GB/s, is below the 10 GB/s link.
+  LinkFifoModel model({{.bandwidth = 10e9, .latency = 1e-3}});
+  const double bytes = 1e8;
+  EXPECT_DOUBLE_EQ(model.transfer(0, static_cast<Bytes>(bytes), {0}), 1e-3 + bytes / (kTcpGammaBytes / 2e-3));
+}
+
+TEST(LinkFifoModel, RejectsLinksWithoutBandwidth)
+{
+  EXPECT_THROW(LinkFifoModel(std::vector<LinkSpec>{{.bandwidth = 0}}), std::invalid_argument);
+}
+
+// --- Patterns on both models -----------------------------------------------------------------------------
+
+const std::filesystem::path kConfigs = std::filesystem::path(SPARSIM_SOURCE_DIR) / "configs";
+
+std::unique_ptr<Topology> load(const json& spec) { return parse_topology(JsonReader(spec, "topology"), kConfigs); }
+
+json star_spec(int nodes) { return {{"type", "star"}, {"nodes", nodes}, {"bandwidth", "10GBps"}, {"latency", "1us"}}; }
+
+// Four nodes per leaf switch and one uplink each: 4:1 oversubscribed at the first level.
+json oversubscribed_fat_tree_spec()
+{
+  return {{"type", "fat_tree"},
+          {"levels", 3},
+          {"down", {4, 2, 3}},
+          {"up", {1, 2, 3}},
+          {"bandwidth", "100Gbps"},
+          {"latency", "100ns"},
+          {"per_level", {{{"latency", "500ns"}}, json::object(), {{"bandwidth", "200Gbps"}}}}};
+}
+
+json small_dragonfly_spec()
+{
+  return {{"type", "dragonfly"},
+          {"groups", 5},
+          {"chassis", 3},
+          {"routers", 3},
+          {"nodes", 2},
+          {"global_links", 3},
+          {"global_ports", 2},
+          {"links",
+           {{"node", {{"bandwidth", "5.25GBps"}, {"latency", "650ns"}}},
+            {"intra_chassis", {{"bandwidth", "5.25GBps"}, {"latency", "100ns"}}},
+            {"intra_group", {{"bandwidth", "5.25GBps"}, {"latency", "150ns"}, {"cables", 3}}},
+            {"global", {{"bandwidth", "4.7GBps"}, {"latency", "400ns"}}}}}};
+}
+
+// One message of a pattern. A rank posts its messages wave by wave: all of wave w at once, then it waits for
+// them all before posting wave w + 1 (as the algorithms' exchanges in waves do).
+struct PatternMessage {
+  RankId source = 0;
+  RankId dest = 0;
+  Bytes bytes = 0;
+  int wave = 0;
+};
+
+// When each message's receive completed, from the pattern's start, under one network model.
+std::vector<Seconds> run_pattern(Transport& transport, const std::vector<simgrid::s4u::Host*>& rank_hosts,
+                                 const std::vector<PatternMessage>& messages)
+{
+  const int P = static_cast<int>(rank_hosts.size());
+  Matcher matcher(P);
+  std::vector<Seconds> arrival(messages.size(), -1);
+  int waves = 0;
+  for (const auto& m : messages)
+    waves = std::max(waves, m.wave + 1);
+  const Seconds start = transport.now();
+  run_rank_actors(rank_hosts, [&](RankId rank) {
+    for (int wave = 0; wave < waves; ++wave) {
+      std::vector<std::pair<std::size_t, MessagePtr>> receives;
+      std::vector<MessagePtr> sends;
+      for (std::size_t i = 0; i < messages.size(); ++i) {
+        const PatternMessage& m = messages[i];
+        const Tag tag = static_cast<Tag>(i);
+        if (m.wave != wave)
+          continue;
+        if (m.source == rank)
+          sends.push_back(transport.post_send(
+              [&](MessagePtr fresh) { return matcher.pair_send(m.source, m.dest, tag, std::move(fresh)); },
+              Outgoing{.source = m.source, .dest = m.dest, .bytes = m.bytes, .payload = nullptr}));
+        if (m.dest == rank)
+          receives.emplace_back(i, transport.post_receive(
+                                       [&](MessagePtr fresh) {
+                                         return matcher.pair_receive(m.dest, m.source, tag, std::move(fresh));
+                                       },
+                                       rank));
+      }
+      for (auto& [index, message] : receives) {
+        transport.wait(*message, true);
+        arrival[index] = transport.now() - start;
+      }
+      for (auto& message : sends)
+        transport.wait(*message, false);
+    }
+    transport.rank_finished(rank);
+  });
+  return arrival;
+}
+
+// A pattern under both models, in one process: the link-level model first (SimGrid's clock stays at 0 in it),
+// then SimGrid's flows on the topology's platform.
+struct PatternTimes {
+  std::vector<Seconds> flows;
+  std::vector<Seconds> fifo;
+  Seconds flows_makespan() const { return *std::max_element(flows.begin(), flows.end()); }
+  Seconds fifo_makespan() const { return *std::max_element(fifo.begin(), fifo.end()); }
+};
+
+PatternTimes run_both(const Topology& topology, int P, const std::vector<PatternMessage>& messages)
+{
+  start_engine(NetworkOptions{});
+  // Both platforms under one open root zone, before the engine first runs (which seals the root).
+  simgrid::s4u::create_full_zone("root");
+  const NetworkGraph graph = topology.graph();
+  const std::vector<simgrid::s4u::Host*> fifo_hosts(P, build_single_host_platform("fifo"));
+  const std::vector<simgrid::s4u::Host*> nodes = build_platform(topology, graph);
+  const std::vector<simgrid::s4u::Host*> flow_hosts(nodes.begin(), nodes.begin() + P);
+  std::vector<std::size_t> rank_nodes(static_cast<std::size_t>(P));
+  for (int r = 0; r < P; ++r)
+    rank_nodes[r] = static_cast<std::size_t>(r);
+
+  PatternTimes times;
+  SemaphoreParking parking(P);
+  LinkFifoTransport fifo(P, parking, link_slot_specs(graph), link_route(topology, rank_nodes, graph.edge_count()));
+  times.fifo = run_pattern(fifo, fifo_hosts, messages);
+  SimGridTransport flows(flow_hosts);
+  times.flows = run_pattern(flows, flow_hosts, messages);
+  return times;
+}
+
+// Every message alone, one after the other: rank 0 to every other rank (every hop class of the topology)
+// and back, at sizes from 8 B to 64 MiB.
+void expect_lone_messages_equal(const json& spec, int P)
+{
+  const auto topology = load(spec);
+  std::vector<PatternMessage> messages;
+  int wave = 0;
+  for (Bytes bytes : {Bytes{8}, Bytes{4096}, Bytes{1} << 20, Bytes{64} << 20})
+    for (RankId peer = 1; peer < P; ++peer) {
+      messages.push_back({.source = 0, .dest = peer, .bytes = bytes, .wave = wave++});
+      messages.push_back({.source = peer, .dest = 0, .bytes = bytes, .wave = wave++});
+    }
+  const PatternTimes times = run_both(*topology, P, messages);
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    // Each message starts when the previous one has arrived.
+    const Seconds flows = times.flows[i] - (i ? times.flows[i - 1] : 0);
+    const Seconds fifo = times.fifo[i] - (i ? times.fifo[i - 1] : 0);
+    EXPECT_NEAR(fifo, flows, 1e-9 * flows)
+        << messages[i].source << " -> " << messages[i].dest << ", " << messages[i].bytes << " B";
+  }
+}
+
+TEST(NetworkModels, LoneMessageEqualOnTheStar) { expect_lone_messages_equal(star_spec(4), 4); }
+TEST(NetworkModels, LoneMessageEqualOnTheFatTree) { expect_lone_messages_equal(oversubscribed_fat_tree_spec(), 24); }
+TEST(NetworkModels, LoneMessageEqualOnTheDragonfly) { expect_lone_messages_equal(small_dragonfly_spec(), 90); }
+
+TEST(NetworkModels, SelfMessageCrossesTheLoopbackOnBoth)
+{
+  const auto topology = load(star_spec(2));
+  const PatternTimes times = run_both(*topology, 2, {{.source = 1, .dest = 1, .bytes = 1 << 20}});
+  EXPECT_NEAR(times.fifo[0], times.flows[0], 1e-9 * times.flows[0]);
+  EXPECT_NEAR(times.fifo[0], (1 << 20) / kLoopbackBandwidth, 1e-12);
+}
+
+// n ranks send to rank 0 at once: CM02 shares rank 0's link, FIFO serves the messages one by one; the last
+// arrives at the same time.
+void expect_incast_makespan_equal(const json& spec, int P)
+{
+  const auto topology = load(spec);
+  std::vector<PatternMessage> messages;
+  for (RankId source = 1; source < P; ++source)
+    messages.push_back({.source = source, .dest = 0, .bytes = 1 << 20});
+  const PatternTimes times = run_both(*topology, P, messages);
+  EXPECT_NEAR(times.fifo_makespan(), times.flows_makespan(), 1e-9 * times.flows_makespan()) << "incast " << P - 1;
+}
+
+class Incast : public testing::TestWithParam<int> {};
+TEST_P(Incast, MakespanEqualOnTheStar) { expect_incast_makespan_equal(star_spec(GetParam() + 1), GetParam() + 1); }
+TEST_P(Incast, MakespanEqualOnTheOversubscribedFatTree)
+{
+  if (GetParam() < 24)
+    expect_incast_makespan_equal(oversubscribed_fat_tree_spec(), GetParam() + 1);
+}
+INSTANTIATE_TEST_SUITE_P(Senders, Incast, testing::Values(2, 16, 64, 256),
+                         [](const testing::TestParamInfo<int>& info) { return std::to_string(info.param); });
+
+// A full all-to-all of equal messages in waves of `width` rotated steps (step s: rank r sends to r + s).
+std::vector<PatternMessage> all_to_all_in_waves(int P, int width, Bytes bytes, int steps = -1)
+{
+  std::vector<PatternMessage> messages;
+  if (steps < 0)
+    steps = P - 1;
+  for (int step = 1; step <= steps; ++step)
+    for (RankId r = 0; r < P; ++r)
+      messages.push_back({.source = r, .dest = (r + step) % P, .bytes = bytes, .wave = (step - 1) / width});
+  return messages;
+}
+
+// The makespans of a pattern on both models: within `tolerance` of each other, and neither below the bound
+// max over links of bytes / bandwidth.
+void expect_makespans_close(const json& spec, int P, const std::vector<PatternMessage>& messages, double tolerance,
+                            const std::string& what)
+{
+  const auto topology = load(spec);
+  const PatternTimes times = run_both(*topology, P, messages);
+  const double flows = times.flows_makespan();
+  const double fifo = times.fifo_makespan();
+  // The bound: the busiest link's bytes over its bandwidth.
+  const NetworkGraph graph = topology->graph();
+  const std::vector<LinkSpec> links = link_slot_specs(graph);
+  std::vector<double> busy(links.size(), 0);
+  std::vector<std::size_t> nodes(static_cast<std::size_t>(P));
+  for (int r = 0; r < P; ++r)
+    nodes[r] = static_cast<std::size_t>(r);
+  const LinkRoute route = link_route(*topology, nodes, graph.edge_count());
+  for (const auto& m : messages) {
+    std::vector<std::size_t> slots;
+    route(m.source, m.dest, slots);
+    for (std::size_t slot : slots)
+      busy[slot] += static_cast<double>(m.bytes) / links[slot].bandwidth;
+  }
+  const double bound = *std::max_element(busy.begin(), busy.end());
+  std::cout << fmt::format("{}: flows {:.6g} s, FIFO {:.6g} s ({:+.2f}%), link bound {:.6g} s\n", what, flows, fifo,
+                           100 * (fifo / flows - 1), bound);
+  EXPECT_GE(flows, bound * (1 - 1e-9)) << what;
+  EXPECT_GE(fifo, bound * (1 - 1e-9)) << what;
+  EXPECT_NEAR(fifo, flows, tolerance * flows) << what;
+}
+
+// The contended patterns, each on the star, the oversubscribed fat tree and the Piz Daint preset (24 ranks).
+enum class Platform { star, fat_tree, piz_daint };
+json platform_spec(Platform platform)
+{
+  switch (platform) {
+  case Platform::star:
+    return star_spec(24);
+  case Platform::fat_tree:
+    return oversubscribed_fat_tree_spec();
+  case Platform::piz_daint:
+    break;
+  }
+  return {{"file", "platforms/piz_daint.json"}};
+}
+std::string platform_name(const testing::TestParamInfo<Platform>& info)
+{
+  const char* names[] = {"star", "oversubscribed_fat_tree", "piz_daint"};
+  return names[static_cast<int>(info.param)];
+}
+
+class Contended : public testing::TestWithParam<Platform> {};
+
+TEST_P(Contended, PermutationStepMakespanWithinFivePercent)
+{
+  expect_makespans_close(platform_spec(GetParam()), 24, all_to_all_in_waves(24, 1, 1 << 20, 1), 0.05,
+                         "permutation step");
+}
+
+TEST_P(Contended, WaveOfFourRotatedStepsMakespanWithinFivePercent)
+{
+  expect_makespans_close(platform_spec(GetParam()), 24, all_to_all_in_waves(24, 4, 1 << 20, 4), 0.05,
+                         "wave of 4 rotated steps");
+}
+
+TEST_P(Contended, AllToAllInWavesMakespanWithinFivePercent)
+{
+  expect_makespans_close(platform_spec(GetParam()), 24, all_to_all_in_waves(24, 4, 1 << 18), 0.05,
+                         "all-to-all in waves of 4");
+}
+
+INSTANTIATE_TEST_SUITE_P(Platforms, Contended,
+                         testing::Values(Platform::star, Platform::fat_tree, Platform::piz_daint), platform_name);
+
+} // namespace
