@@ -25,13 +25,14 @@ Seconds LinkFifoModel::transfer(Seconds start, Bytes bytes, const std::vector<st
     latency += links_.at(index).latency;
     bottleneck = std::min(bottleneck, links_[index].bandwidth);
   }
-  // Latency first, as in CM02; then the head enters each link in its first free gap at or after the time it
-  // entered the link before, and the tail leaves no earlier than it left the link before.
-  Seconds head = start + latency;
-  Seconds tail = head;
+  // Latency first, as in CM02; then every link carries the message in its first free gap from then on, and
+  // the message has arrived once the last of them has.
+  const Seconds ready = start + latency;
+  Seconds arrival = ready;
   for (std::size_t index : route) {
     const LinkSpec& link = links_[index];
     const Seconds busy = size / link.bandwidth;
+    Seconds carried_from = ready;
     if (link.shared) {
       // Bookings that ended before this start can hold no later transfer: forget them.
       std::vector<Booking>& booked = bookings_[index];
@@ -39,14 +40,14 @@ Seconds LinkFifoModel::transfer(Seconds start, Bytes bytes, const std::vector<st
       while (expired < booked.size() && booked[expired].end <= start)
         ++expired;
       booked.erase(booked.begin(), booked.begin() + static_cast<std::ptrdiff_t>(expired));
-      head = book(index, head, busy);
+      carried_from = book(index, ready, busy);
     }
-    tail = std::max(tail, head + busy);
+    arrival = std::max(arrival, carried_from + busy);
   }
   // CM02's window bound on the rate of a flow with latency (never binding on the platforms here, but exact).
   if (latency > 0)
-    tail = std::max(tail, start + latency + size / std::min(bottleneck, kTcpGammaBytes / (2.0 * latency)));
-  return tail;
+    arrival = std::max(arrival, ready + size / std::min(bottleneck, kTcpGammaBytes / (2.0 * latency)));
+  return arrival;
 }
 
 Seconds LinkFifoModel::book(std::size_t link, Seconds earliest, Seconds duration)

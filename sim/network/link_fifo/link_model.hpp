@@ -3,27 +3,27 @@
 // transport.hpp).
 //
 // A message of S bytes that starts at time t on a route of links l_1..l_h (bandwidth b_i, latency lat_i) first
-// pays the route's latency L = lat_1 + ... + lat_h, as CM02 does before any of its bytes move, then passes the
-// links in route order as a fluid. Each link is booked for S / b_i, its own time to carry the message: in the
-// earliest gap of that length the link has left free at or after the moment the message's head reaches it
-// (t + L at the first link; at a later link, no earlier than it was booked on the link before: cut-through).
-// The message has arrived when its tail leaves the last link, and the tail leaves a link no earlier than it
-// left the link before, so a slower link upstream paces it.
+// pays the route's latency L = lat_1 + ... + lat_h, as CM02 does before any of its bytes move. Then each link
+// of the route carries it for S / b_i, its own time to carry the message, in the earliest gap of that length
+// the link has left free from t + L on; links are booked in order of transfer start. The message has arrived
+// when the last of its links has carried it. A message's links are booked independently of each other, as
+// if switches forwarded its packets as they come (packet pipelining with buffers), not as one rigid train.
 //
 // A lone message therefore takes exactly L + S / min_i b_i, CM02's time without cross traffic, and n
 // messages into one link finish one after the other, the last at L + n S / b as under max-min sharing.
 // A fast link that carries several slower flows is booked only for each flow's share (S / b_i, not
 // S / bottleneck), so a 4x uplink carries four node-rate flows at once. Gaps are filled (backfill): a message
-// that must wait for one link still uses another while that one is free, so a wave of rotated steps packs
-// every link as tightly as fair sharing does.
+// that must wait for one link still uses the others while they are free, so waves of rotated steps pack the
+// links as tightly as fair sharing does.
 //
 // LIMITATIONS
 // - FIFO per link instead of CM02's max-min fair sharing: messages that share a link finish one after the
 //   other instead of together (the last one at the same time); a small message booked after a large one
 //   waits for it instead of taking a share. Shares are not weighted by route latency.
-// - Bookings are made once, in order of transfer start, and never revised: a link is booked for the message
-//   as if the message's bytes crossed it in one burst at the link's bandwidth; infinite switch buffers
-//   absorb the difference (no back-pressure, no credit stalls).
+// - Bookings are made once, in order of transfer start, and never revised; each link carries the message at
+//   its own bandwidth, at its own time: infinite switch buffers absorb the difference between the links of
+//   a route (no back-pressure, no credit stalls), so a message may finish on a link before it has finished
+//   on the link before it.
 // - Latency is paid once per message, before its bytes move, and never shared.
 // - Static routes (the topology's route function); no adaptive routing.
 #pragma once
