@@ -1,8 +1,8 @@
-// The link-level FIFO model (sim/network/link_fifo/) against its own arithmetic and against SimGrid's flow
+// The link-level model (sim/network/link_level/) against its own arithmetic and against SimGrid's flow
 // model (CM02, no cross traffic), the reference: lone messages exactly, contended patterns on their makespan.
 #include "sim/comm/matcher.hpp"
-#include "sim/network/link_fifo/link_model.hpp"
-#include "sim/network/link_fifo/transport.hpp"
+#include "sim/network/link_level/link_model.hpp"
+#include "sim/network/link_level/transport.hpp"
 #include "sim/network/simgrid/engine.hpp"
 #include "sim/network/simgrid/parking.hpp"
 #include "sim/network/simgrid/transport.hpp"
@@ -30,56 +30,108 @@ using namespace sparsim;
 
 // --- The model's arithmetic ------------------------------------------------------------------------------
 
-TEST(LinkFifoModel, LoneMessageTakesRouteLatencyPlusSizeOverBottleneck)
+// Runs the model until nothing is in flight; returns each flow's arrival, by the order the flows were started.
+std::vector<Seconds> run_flows(LinkSharingModel& model, const std::vector<LinkSharingModel::FlowId>& started)
 {
-  LinkFifoModel model({{.bandwidth = 10e9, .latency = 1e-6}, {.bandwidth = 4e9, .latency = 2e-6},
-                       {.bandwidth = 10e9, .latency = 3e-6}});
-  const double arrival = model.transfer(5.0, 1'000'000, {0, 1, 2});
-  EXPECT_DOUBLE_EQ(arrival, 5.0 + 6e-6 + 1e6 / 4e9);
+  std::vector<Seconds> arrival(started.size(), -1);
+  std::vector<LinkSharingModel::FlowId> arrived;
+  while (model.next_event() < LinkSharingModel::kNever) {
+    const Seconds now = model.next_event();
+    arrived.clear();
+    model.handle_next_event(arrived);
+    for (auto flow : arrived)
+      for (std::size_t i = 0; i < started.size(); ++i)
+        if (started[i] == flow && arrival[i] < 0)
+          arrival[i] = now;
+  }
+  return arrival;
 }
 
-TEST(LinkFifoModel, MessagesSharingALinkFinishOneAfterTheOther)
+TEST(LinkSharingModel, LoneMessageTakesRouteLatencyPlusSizeOverBottleneck)
+{
+  LinkSharingModel model(std::vector<LinkSpec>{
+      {.bandwidth = 10e9, .latency = 1e-6}, {.bandwidth = 4e9, .latency = 2e-6}, {.bandwidth = 10e9, .latency = 3e-6}});
+  const auto arrival = run_flows(model, {model.start(5.0, 1'000'000, {0, 1, 2})});
+  EXPECT_DOUBLE_EQ(arrival[0], 5.0 + 6e-6 + 1e6 / 4e9);
+}
+
+TEST(LinkSharingModel, FlowsJoiningALinkTogetherShareItAndFinishTogether)
 {
   // Incast 3 -> 1 over each sender's own link (0, 1, 2) into the receiver's link 3.
-  LinkFifoModel model({{.bandwidth = 1e9}, {.bandwidth = 1e9}, {.bandwidth = 1e9}, {.bandwidth = 1e9}});
-  EXPECT_DOUBLE_EQ(model.transfer(0, 1000, {0, 3}), 1e-6);
-  EXPECT_DOUBLE_EQ(model.transfer(0, 1000, {1, 3}), 2e-6);
-  EXPECT_DOUBLE_EQ(model.transfer(0, 1000, {2, 3}), 3e-6);
-  // A later message waits for the link to have served the earlier ones.
-  EXPECT_DOUBLE_EQ(model.transfer(1e-6, 1000, {0, 3}), 4e-6);
+  LinkSharingModel model(
+      std::vector<LinkSpec>{{.bandwidth = 1e9}, {.bandwidth = 1e9}, {.bandwidth = 1e9}, {.bandwidth = 1e9}});
+  const auto arrival =
+      run_flows(model, {model.start(0, 1000, {0, 3}), model.start(0, 1000, {1, 3}), model.start(0, 1000, {2, 3})});
+  for (Seconds t : arrival)
+    EXPECT_DOUBLE_EQ(t, 3e-6);
 }
 
-TEST(LinkFifoModel, FastLinkCarriesSlowerFlowsAtTheirOwnRate)
+TEST(LinkSharingModel, UnequalFlowsLeaveInOrderOfSize)
 {
-  // Four node links of 1 GB/s into one 4 GB/s uplink: the four flows fit beside each other.
-  LinkFifoModel model({{.bandwidth = 1e9}, {.bandwidth = 1e9}, {.bandwidth = 1e9}, {.bandwidth = 1e9},
-                       {.bandwidth = 4e9}});
+  // Processor sharing of one link: 1000 B and 3000 B together; the small one leaves after 2 x 1000 B have
+  // been served (2 us), the large one is then alone for its last 2000 B (2 us more).
+  LinkSharingModel model(std::vector<LinkSpec>{{.bandwidth = 1e9}});
+  const auto arrival = run_flows(model, {model.start(0, 1000, {0}), model.start(0, 3000, {0})});
+  EXPECT_DOUBLE_EQ(arrival[0], 2e-6);
+  EXPECT_DOUBLE_EQ(arrival[1], 4e-6);
+}
+
+TEST(LinkSharingModel, LaterFlowTakesItsShareFromWhenItJoins)
+{
+  // 2000 B alone for 1 us (1000 B served), then shared with a 500 B flow: both at 0.5 GB/s until the small
+  // one leaves at 2 us, then the first finishes its last 500 B alone at 2.5 us.
+  LinkSharingModel model(std::vector<LinkSpec>{{.bandwidth = 1e9}});
+  const auto first = model.start(0, 2000, {0});
+  std::vector<LinkSharingModel::FlowId> arrived;
+  ASSERT_DOUBLE_EQ(model.next_event(), 0); // the first joins
+  model.handle_next_event(arrived);
+  const auto second = model.start(1e-6, 500, {0});
+  const auto arrival = run_flows(model, {first, second});
+  EXPECT_DOUBLE_EQ(arrival[1], 2e-6);
+  EXPECT_DOUBLE_EQ(arrival[0], 2.5e-6);
+}
+
+TEST(LinkSharingModel, FastLinkCarriesSlowerFlowsAtTheirOwnRate)
+{
+  // Four node links of 1 GB/s into one 4 GB/s uplink: each flow's share there is its node rate.
+  LinkSharingModel model(
+      {{.bandwidth = 1e9}, {.bandwidth = 1e9}, {.bandwidth = 1e9}, {.bandwidth = 1e9}, {.bandwidth = 4e9}});
+  std::vector<LinkSharingModel::FlowId> flows;
   for (std::size_t node = 0; node < 4; ++node)
-    EXPECT_DOUBLE_EQ(model.transfer(0, 1000, {node, 4}), 1e-6) << "flow " << node;
-  // A fifth flow finds the uplink booked for the four: 4 x 1000 B at 4 GB/s, then its own 0.25 us there.
-  LinkFifoModel busy({{.bandwidth = 4e9}, {.bandwidth = 4e9}});
-  EXPECT_DOUBLE_EQ(busy.transfer(0, 4000, {0}), 1e-6);
-  EXPECT_DOUBLE_EQ(busy.transfer(0, 1000, {1, 0}), 1.25e-6);
+    flows.push_back(model.start(0, 1000, {node, 4}));
+  for (Seconds t : run_flows(model, flows))
+    EXPECT_DOUBLE_EQ(t, 1e-6);
 }
 
-TEST(LinkFifoModel, UnsharedLinkNeverMakesMessagesWait)
+TEST(LinkSharingModel, UnsharedLinkNeverMakesMessagesWait)
 {
-  LinkFifoModel model({{.bandwidth = kLoopbackBandwidth, .latency = 0, .shared = false}});
-  EXPECT_DOUBLE_EQ(model.transfer(0, 10'000, {0}), 1e-6);
-  EXPECT_DOUBLE_EQ(model.transfer(0, 10'000, {0}), 1e-6);
+  LinkSharingModel model(std::vector<LinkSpec>{{.bandwidth = kLoopbackBandwidth, .latency = 0, .shared = false}});
+  const auto arrival = run_flows(model, {model.start(0, 10'000, {0}), model.start(0, 10'000, {0})});
+  EXPECT_DOUBLE_EQ(arrival[0], 1e-6);
+  EXPECT_DOUBLE_EQ(arrival[1], 1e-6);
 }
 
-TEST(LinkFifoModel, RateIsBoundedByTheTcpWindowOverTwiceTheLatency)
+TEST(LinkSharingModel, EmptyMessagePaysOnlyTheLatency)
+{
+  LinkSharingModel model(
+      std::vector<LinkSpec>{{.bandwidth = 1e9, .latency = 2e-6}, {.bandwidth = 1e9, .latency = 0, .shared = false}});
+  const auto arrival = run_flows(model, {model.start(1.0, 0, {0}), model.start(1.0, 0, {1})});
+  EXPECT_DOUBLE_EQ(arrival[0], 1.0 + 2e-6);
+  EXPECT_DOUBLE_EQ(arrival[1], 1.0);
+}
+
+TEST(LinkSharingModel, RateIsBoundedByTheTcpWindowOverTwiceTheLatency)
 {
   // 1 ms of latency: the window bound, 4194304 B / 2 ms = 2.1 GB/s, is below the 10 GB/s link.
-  LinkFifoModel model({{.bandwidth = 10e9, .latency = 1e-3}});
+  LinkSharingModel model(std::vector<LinkSpec>{{.bandwidth = 10e9, .latency = 1e-3}});
   const double bytes = 1e8;
-  EXPECT_DOUBLE_EQ(model.transfer(0, static_cast<Bytes>(bytes), {0}), 1e-3 + bytes / (kTcpGammaBytes / 2e-3));
+  const auto arrival = run_flows(model, {model.start(0, static_cast<Bytes>(bytes), {0})});
+  EXPECT_DOUBLE_EQ(arrival[0], 1e-3 + bytes / (kTcpGammaBytes / 2e-3));
 }
 
-TEST(LinkFifoModel, RejectsLinksWithoutBandwidth)
+TEST(LinkSharingModel, RejectsLinksWithoutBandwidth)
 {
-  EXPECT_THROW(LinkFifoModel(std::vector<LinkSpec>{{.bandwidth = 0}}), std::invalid_argument);
+  EXPECT_THROW(LinkSharingModel(std::vector<LinkSpec>{{.bandwidth = 0}}), std::invalid_argument);
 }
 
 // --- Patterns on both models -----------------------------------------------------------------------------
@@ -152,11 +204,10 @@ std::vector<Seconds> run_pattern(Transport& transport, const std::vector<simgrid
               [&](MessagePtr fresh) { return matcher.pair_send(m.source, m.dest, tag, std::move(fresh)); },
               Outgoing{.source = m.source, .dest = m.dest, .bytes = m.bytes, .payload = nullptr}));
         if (m.dest == rank)
-          receives.emplace_back(i, transport.post_receive(
-                                       [&](MessagePtr fresh) {
-                                         return matcher.pair_receive(m.dest, m.source, tag, std::move(fresh));
-                                       },
-                                       rank));
+          receives.emplace_back(
+              i, transport.post_receive(
+                     [&](MessagePtr fresh) { return matcher.pair_receive(m.dest, m.source, tag, std::move(fresh)); },
+                     rank));
       }
       for (auto& [index, message] : receives) {
         transport.wait(*message, true);
@@ -174,9 +225,9 @@ std::vector<Seconds> run_pattern(Transport& transport, const std::vector<simgrid
 // then SimGrid's flows on the topology's platform.
 struct PatternTimes {
   std::vector<Seconds> flows;
-  std::vector<Seconds> fifo;
+  std::vector<Seconds> link_level;
   Seconds flows_makespan() const { return *std::max_element(flows.begin(), flows.end()); }
-  Seconds fifo_makespan() const { return *std::max_element(fifo.begin(), fifo.end()); }
+  Seconds link_level_makespan() const { return *std::max_element(link_level.begin(), link_level.end()); }
 };
 
 PatternTimes run_both(const Topology& topology, int P, const std::vector<PatternMessage>& messages)
@@ -185,7 +236,7 @@ PatternTimes run_both(const Topology& topology, int P, const std::vector<Pattern
   // Both platforms under one open root zone, before the engine first runs (which seals the root).
   simgrid::s4u::create_full_zone("root");
   const NetworkGraph graph = topology.graph();
-  const std::vector<simgrid::s4u::Host*> fifo_hosts(P, build_single_host_platform("fifo"));
+  const std::vector<simgrid::s4u::Host*> link_level_hosts(P, build_single_host_platform("link_level"));
   const std::vector<simgrid::s4u::Host*> nodes = build_platform(topology, graph);
   const std::vector<simgrid::s4u::Host*> flow_hosts(nodes.begin(), nodes.begin() + P);
   std::vector<std::size_t> rank_nodes(static_cast<std::size_t>(P));
@@ -194,8 +245,9 @@ PatternTimes run_both(const Topology& topology, int P, const std::vector<Pattern
 
   PatternTimes times;
   SemaphoreParking parking(P);
-  LinkFifoTransport fifo(P, parking, link_slot_specs(graph), link_route(topology, rank_nodes, graph.edge_count()));
-  times.fifo = run_pattern(fifo, fifo_hosts, messages);
+  LinkLevelTransport link_level(P, parking, link_slot_specs(graph),
+                                link_route(topology, rank_nodes, graph.edge_count()));
+  times.link_level = run_pattern(link_level, link_level_hosts, messages);
   SimGridTransport flows(flow_hosts);
   times.flows = run_pattern(flows, flow_hosts, messages);
   return times;
@@ -217,8 +269,8 @@ void expect_lone_messages_equal(const json& spec, int P)
   for (std::size_t i = 0; i < messages.size(); ++i) {
     // Each message starts when the previous one has arrived.
     const Seconds flows = times.flows[i] - (i ? times.flows[i - 1] : 0);
-    const Seconds fifo = times.fifo[i] - (i ? times.fifo[i - 1] : 0);
-    EXPECT_NEAR(fifo, flows, 1e-9 * flows)
+    const Seconds link_level = times.link_level[i] - (i ? times.link_level[i - 1] : 0);
+    EXPECT_NEAR(link_level, flows, 1e-9 * flows)
         << messages[i].source << " -> " << messages[i].dest << ", " << messages[i].bytes << " B";
   }
 }
@@ -231,11 +283,11 @@ TEST(NetworkModels, SelfMessageCrossesTheLoopbackOnBoth)
 {
   const auto topology = load(star_spec(2));
   const PatternTimes times = run_both(*topology, 2, {{.source = 1, .dest = 1, .bytes = 1 << 20}});
-  EXPECT_NEAR(times.fifo[0], times.flows[0], 1e-9 * times.flows[0]);
-  EXPECT_NEAR(times.fifo[0], (1 << 20) / kLoopbackBandwidth, 1e-12);
+  EXPECT_NEAR(times.link_level[0], times.flows[0], 1e-9 * times.flows[0]);
+  EXPECT_NEAR(times.link_level[0], (1 << 20) / kLoopbackBandwidth, 1e-12);
 }
 
-// n ranks send to rank 0 at once: CM02 shares rank 0's link, FIFO serves the messages one by one; the last
+// n ranks send to rank 0 at once: both models share rank 0's link among them; the last
 // arrives at the same time.
 void expect_incast_makespan_equal(const json& spec, int P)
 {
@@ -244,7 +296,7 @@ void expect_incast_makespan_equal(const json& spec, int P)
   for (RankId source = 1; source < P; ++source)
     messages.push_back({.source = source, .dest = 0, .bytes = 1 << 20});
   const PatternTimes times = run_both(*topology, P, messages);
-  EXPECT_NEAR(times.fifo_makespan(), times.flows_makespan(), 1e-9 * times.flows_makespan()) << "incast " << P - 1;
+  EXPECT_NEAR(times.link_level_makespan(), times.flows_makespan(), 1e-9 * times.flows_makespan()) << "incast " << P - 1;
 }
 
 class Incast : public testing::TestWithParam<int> {};
@@ -277,7 +329,7 @@ void expect_makespans_close(const json& spec, int P, const std::vector<PatternMe
   const auto topology = load(spec);
   const PatternTimes times = run_both(*topology, P, messages);
   const double flows = times.flows_makespan();
-  const double fifo = times.fifo_makespan();
+  const double link_level = times.link_level_makespan();
   // The bound: the busiest link's bytes over its bandwidth.
   const NetworkGraph graph = topology->graph();
   const std::vector<LinkSpec> links = link_slot_specs(graph);
@@ -293,11 +345,11 @@ void expect_makespans_close(const json& spec, int P, const std::vector<PatternMe
       busy[slot] += static_cast<double>(m.bytes) / links[slot].bandwidth;
   }
   const double bound = *std::max_element(busy.begin(), busy.end());
-  std::cout << fmt::format("{}: flows {:.6g} s, FIFO {:.6g} s ({:+.2f}%), link bound {:.6g} s\n", what, flows, fifo,
-                           100 * (fifo / flows - 1), bound);
+  std::cout << fmt::format("{}: flows {:.6g} s, link-level {:.6g} s ({:+.2f}%), link bound {:.6g} s\n", what, flows,
+                           link_level, 100 * (link_level / flows - 1), bound);
   EXPECT_GE(flows, bound * (1 - 1e-9)) << what;
-  EXPECT_GE(fifo, bound * (1 - 1e-9)) << what;
-  EXPECT_NEAR(fifo, flows, tolerance * flows) << what;
+  EXPECT_GE(link_level, bound * (1 - 1e-9)) << what;
+  EXPECT_NEAR(link_level, flows, tolerance * flows) << what;
 }
 
 // The contended patterns, each on the star, the oversubscribed fat tree and the Piz Daint preset (24 ranks).
@@ -340,7 +392,7 @@ TEST_P(Contended, AllToAllInWavesMakespanWithinFivePercent)
                          "all-to-all in waves of 4");
 }
 
-INSTANTIATE_TEST_SUITE_P(Platforms, Contended,
-                         testing::Values(Platform::star, Platform::fat_tree, Platform::piz_daint), platform_name);
+INSTANTIATE_TEST_SUITE_P(Platforms, Contended, testing::Values(Platform::star, Platform::fat_tree, Platform::piz_daint),
+                         platform_name);
 
 } // namespace

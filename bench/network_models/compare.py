@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Pairs every point of the network-model sweep run under SimGrid's flows (CM02) with the same point under the
-link-level FIFO model (LinkFIFO) and writes, per point, iteration and phase, both simulated times and their
-relative difference (FIFO / flows - 1), after checking that everything but time is identical.
+link-level model (LinkLevel) and writes, per point, iteration and phase, both simulated times and their
+relative difference (link-level / flows - 1), after checking that everything but time is identical.
 
 Usage: compare.py SUMMARY.csv OUT_DIR
 Writes OUT_DIR/comparison.csv (every phase of every point) and OUT_DIR/summary.md (per platform: median and
@@ -14,7 +14,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-REFERENCE, FAST = "CM02", "LinkFIFO"
+REFERENCE, FAST = "CM02", "LinkLevel"
 # Columns that must be equal under both models (everything but time).
 SAME = ["msgs_sent_max", "bytes_sent_max", "bytes_sent_mean", "bytes_recv_max", "bytes_recv_mean", "k",
         "local_selected_max", "local_selected_sum", "global_selected", "result_nnz", "reevaluation"]
@@ -69,8 +69,8 @@ def main():
                      f"{100 * abs(worst['difference']):.2f}% | {worst['algorithm']} P={worst['ranks']} "
                      f"n={worst['n']} it {worst['iteration']} ({100 * worst['difference']:+.2f}%) | "
                      f"{equal}/{len(groups)} |")
-    lines += ["", "Phases that differ most (FIFO / flows - 1; phases over 1% of their iteration):", "",
-              "| algorithm | platform | P | n | it | phase | flows | FIFO | difference |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "Phases that differ most (link-level / flows - 1; phases over 1% of their iteration):", "",
+              "| algorithm | platform | P | n | it | phase | flows | link-level | difference |", "|---|---|---|---|---|---|---|---|---|"]
     total_of = {(r["algorithm"], r["platform"], r["ranks"], r["n"], r["iteration"]): r["flows_s"] for r in totals}
     phases = [r for r in table if r["phase"] != "total"
               and r["flows_s"] > 0.01 * total_of[(r["algorithm"], r["platform"], r["ranks"], r["n"], r["iteration"])]]

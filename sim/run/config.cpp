@@ -84,11 +84,11 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
   {
     JsonReader network = root.optional_object("network");
     // SimGrid's "Constant" model is not offered: it has no links, and every platform here is made of links.
-    config.network.model = network.get_enum("model", {"CM02", "LV08", "SMPI", NetworkOptions::kLinkFifo}, "CM02");
+    config.network.model = network.get_enum("model", {"CM02", "LV08", "SMPI", NetworkOptions::kLinkLevel}, "CM02");
     config.network.crosstraffic = network.get_bool("crosstraffic", false);
     if (config.network.crosstraffic && !config.network.simgrid_flows())
       throw ConfigError("network.crosstraffic", "true",
-                        "false with network.model \"LinkFIFO\" (that model has no acknowledgement traffic)");
+                        "false with network.model \"LinkLevel\" (that model has no acknowledgement traffic)");
     network.finish();
   }
   {

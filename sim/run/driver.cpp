@@ -1,6 +1,6 @@
 #include "sim/run/driver.hpp"
 
-#include "sim/network/link_fifo/transport.hpp"
+#include "sim/network/link_level/transport.hpp"
 #include "sim/network/simgrid/engine.hpp"
 #include "sim/network/simgrid/parking.hpp"
 #include "sim/network/simgrid/transport.hpp"
@@ -38,11 +38,11 @@ NetworkSetup set_up_network(const ExperimentConfig& config, const NetworkGraph& 
   }
   // The link-level model: the actors share one host; the links live in the model.
   static int platforms = 0; // one engine per process: every platform needs a new name
-  simgrid::s4u::Host* host = build_single_host_platform(fmt::format("link_fifo{}", platforms++));
+  simgrid::s4u::Host* host = build_single_host_platform(fmt::format("link_level{}", platforms++));
   setup.rank_hosts.assign(static_cast<std::size_t>(config.ranks), host);
   setup.parking = std::make_unique<SemaphoreParking>(config.ranks);
-  setup.transport = std::make_unique<LinkFifoTransport>(config.ranks, *setup.parking, link_slot_specs(graph),
-                                                        link_route(*config.topology, rank_nodes, graph.edge_count()));
+  setup.transport = std::make_unique<LinkLevelTransport>(config.ranks, *setup.parking, link_slot_specs(graph),
+                                                         link_route(*config.topology, rank_nodes, graph.edge_count()));
   return setup;
 }
 

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "sim/comm/link_loads.hpp"
-#include "sim/network/link_fifo/link_model.hpp"
+#include "sim/network/link_level/link_model.hpp"
 #include "sim/run/run_output.hpp"
 #include "topologies/network_graph.hpp"
 #include "topologies/topology.hpp"

@@ -1,8 +1,8 @@
-// Blocking and waking rank actors for the link-level FIFO model (sim/network/link_fifo/): one SimGrid
+// Blocking and waking rank actors for the link-level model (sim/network/link_level/): one SimGrid
 // semaphore per rank. SimGrid's clock does not move in that model; its actors are only the ranks' contexts.
 #pragma once
 
-#include "sim/network/link_fifo/parking.hpp"
+#include "sim/network/link_level/parking.hpp"
 
 #include <simgrid/s4u/Semaphore.hpp>
 

@@ -1,4 +1,4 @@
-// How the link-level FIFO model blocks and wakes ranks: the ranks stay actors of the engine (SimGrid's, in
+// How the link-level model blocks and wakes ranks: the ranks stay actors of the engine (SimGrid's, in
 // sim/network/simgrid/parking.hpp), but this model decides when each one runs.
 #pragma once
 

@@ -1,0 +1,129 @@
+// The link-level model's arithmetic: every link direction shares its bandwidth equally among the messages
+// crossing it (processor sharing), each link on its own. No SimGrid and no ranks here (the transport that
+// uses it: transport.hpp).
+//
+// A message ("flow") of S bytes that starts at time t on a route of links l_1..l_h (bandwidth b_i, latency
+// lat_i) first pays the route's latency L = lat_1 + ... + lat_h, as CM02 does before any of its bytes move.
+// At t + L it joins every link of its route at once. A link with n flows serves each of them at b_i / n; the
+// flow has crossed link i when that link has served its S bytes, and has arrived when every link of its
+// route has. The links of a route are not coupled: each serves the flow at its own share, as if switches
+// forwarded packets as they come with buffers between the links.
+//
+// A lone message therefore takes exactly L + S / min_i b_i, CM02's time without cross traffic; n equal
+// messages that join one link together finish together at L + n S / b, as under max-min sharing, so a step
+// whose messages contend stays in step as under CM02. A fast link that carries several slower flows gives
+// each its share, so a 4x uplink carries four node-rate flows at their own rate.
+//
+// Each link keeps its "virtual time" V, the bytes it has served each of its flows since it was last idle
+// (dV/dt = b / n); a flow that joins at virtual time V with S bytes leaves the link when V reaches V + S,
+// so the order in which a link's flows leave is known when they join, and an event costs O(log n) on one
+// link, never a global solve.
+//
+// LIMITATIONS
+// - Equal shares per link instead of CM02's max-min: a flow held back by another link still takes its full
+//   share here, so the other flows on this link get less than max-min would give them (never more); shares
+//   are not weighted by route latency (CM02 weights them by it: shorter routes get more).
+// - The links of a route serve a flow independently (infinite switch buffers, no back-pressure or credit
+//   stalls): a flow may have crossed a link before it has crossed the link before it.
+// - Latency is paid once per message, before its bytes move, and never shared.
+// - Static routes (the topology's route function); no adaptive routing.
+#pragma once
+
+#include "sim/base/units.hpp"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <queue>
+#include <vector>
+
+namespace sparsim {
+
+// One link direction, as a network model sees it.
+struct LinkSpec {
+  BytesPerSecond bandwidth = 0;
+  Seconds latency = 0;
+  bool shared = true; // false: every message gets the full bandwidth (SimGrid's FATPIPE loopback)
+};
+
+// SimGrid 3.32's defaults for the loopback a node's message to itself crosses (network/loopback-bw and
+// network/loopback-lat).
+inline constexpr BytesPerSecond kLoopbackBandwidth = 10e9;
+inline constexpr Seconds kLoopbackLatency = 0.0;
+// SimGrid's network/TCP-gamma default (bytes): CM02 bounds a flow's rate by gamma / (2 * route latency).
+inline constexpr double kTcpGammaBytes = 4194304.0;
+
+class LinkSharingModel {
+public:
+  using FlowId = std::uint32_t;
+  static constexpr Seconds kNever = std::numeric_limits<double>::infinity();
+
+  explicit LinkSharingModel(std::vector<LinkSpec> links);
+
+  // A flow of `bytes` over the links `route` (indices into the links, in route order) that starts at `start`
+  // (no earlier than the last event handled). Returns its id, valid until it is reported arrived.
+  FlowId start(Seconds start, Bytes bytes, const std::vector<std::size_t>& route);
+
+  // When the next thing happens (a flow joins its links, leaves a link, or arrives); kNever when nothing is
+  // in flight.
+  Seconds next_event();
+  // Handles everything that happens at next_event() and appends the flows that arrived then to `arrived`.
+  void handle_next_event(std::vector<FlowId>& arrived);
+
+  std::size_t flows_in_flight() const { return flows_.size() - free_flows_.size(); }
+
+private:
+  static constexpr std::size_t kMaxSharedHops = 32;
+  struct Flow {
+    double bytes = 0;
+    Seconds earliest_arrival = 0; // what its unshared links and CM02's window bound allow
+    std::uint32_t links_left = 0; // shared links that have not served it yet
+    std::uint32_t hop_count = 0;  // its shared links, in route order
+    std::array<std::uint32_t, kMaxSharedHops> hops{};
+  };
+  struct Departure {
+    double tag; // the link's virtual time at which the flow leaves
+    FlowId flow;
+    bool operator>(const Departure& other) const { return tag != other.tag ? tag > other.tag : flow > other.flow; }
+  };
+  struct Link {
+    BytesPerSecond bandwidth = 0;
+    double virtual_time = 0;
+    Seconds updated = 0;       // real time of virtual_time
+    std::uint32_t version = 0; // bumped whenever its next departure moves
+    std::priority_queue<Departure, std::vector<Departure>, std::greater<>> flows;
+  };
+  // At equal times departures come first (a link's flows leave before new ones join), then arrivals.
+  enum class Kind : std::uint8_t { departure, arrival, join };
+  struct Event {
+    Seconds time;
+    Kind kind;
+    std::uint32_t id;      // flow (join, arrival) or link (departure)
+    std::uint32_t version; // departure: the link's version when scheduled (stale otherwise)
+    bool operator>(const Event& other) const
+    {
+      if (time != other.time)
+        return time > other.time;
+      if (kind != other.kind)
+        return kind > other.kind;
+      return id > other.id;
+    }
+  };
+
+  void advance_link(Link& link, Seconds now);
+  void schedule_departure(std::uint32_t link_index);
+  void join(FlowId flow, Seconds now, std::vector<FlowId>& arrived);
+  void depart(std::uint32_t link_index, Seconds now, std::vector<FlowId>& arrived);
+  void link_done(FlowId flow, Seconds now, std::vector<FlowId>& arrived);
+  void drop_stale_events();
+  void release(FlowId flow) { free_flows_.push_back(flow); }
+
+  std::vector<LinkSpec> specs_;
+  std::vector<Link> links_;
+  std::vector<Flow> flows_;
+  std::vector<FlowId> free_flows_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+};
+
+} // namespace sparsim

@@ -1,0 +1,154 @@
+#include "sim/network/link_level/transport.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace sparsim {
+
+LinkLevelTransport::LinkLevelTransport(int ranks, RankParking& parking, std::vector<LinkSpec> links, LinkRoute route)
+    : ranks_(ranks)
+    , parking_(parking)
+    , network_(std::move(links))
+    , route_(std::move(route))
+    , active_(ranks) // every rank starts running at time 0
+    , send_count_(static_cast<std::size_t>(ranks), 0)
+{
+}
+
+void LinkLevelTransport::sleep_for(RankId rank, Seconds duration)
+{
+  schedule(rank, clock_ + duration);
+  block(rank);
+}
+
+void LinkLevelTransport::align_ranks(RankId rank)
+{
+  at_barrier_.push_back(rank);
+  if (static_cast<int>(at_barrier_.size()) < ranks_) {
+    block(rank);
+    return;
+  }
+  // The last to arrive lets the others go at the same time and runs on.
+  for (RankId waiting : at_barrier_)
+    if (waiting != rank)
+      schedule(waiting, clock_);
+  at_barrier_.clear();
+}
+
+void LinkLevelTransport::rank_finished(RankId rank)
+{
+  --active_;
+  if (active_ == 0)
+    advance(rank);
+}
+
+MessagePtr LinkLevelTransport::post_send(const PairFunction& pair, Outgoing outgoing)
+{
+  auto fresh = std::make_shared<LinkMessage>();
+  fresh->send_number = send_count_[outgoing.source]++;
+  Pairing pairing = pair(fresh);
+  auto& m = static_cast<LinkMessage&>(*pairing.message);
+  m.source = outgoing.source;
+  m.dest = outgoing.dest;
+  m.bytes = outgoing.bytes;
+  m.payload = std::move(outgoing.payload);
+  m.type = outgoing.type;
+  if (pairing.matched) {
+    m.send_number = fresh->send_number;
+    posted_now_.push_back(pairing.message);
+  }
+  return std::move(pairing.message);
+}
+
+MessagePtr LinkLevelTransport::post_receive(const PairFunction& pair, RankId receiver)
+{
+  auto fresh = std::make_shared<LinkMessage>();
+  fresh->dest = receiver;
+  Pairing pairing = pair(fresh);
+  if (pairing.matched)
+    posted_now_.push_back(pairing.message);
+  return std::move(pairing.message);
+}
+
+void LinkLevelTransport::wait(Message& message, bool is_receive)
+{
+  auto& m = static_cast<LinkMessage&>(message);
+  if (m.arrived)
+    return;
+  const RankId rank = is_receive ? m.dest : m.source;
+  (is_receive ? m.receive_waiter : m.send_waiter) = rank;
+  block(rank);
+}
+
+void LinkLevelTransport::block(RankId rank)
+{
+  --active_;
+  if (active_ == 0 && advance(rank))
+    return;
+  parking_.park(rank);
+}
+
+bool LinkLevelTransport::advance(RankId caller)
+{
+  start_posted_transfers();
+  // The network runs until the next rank is due; a message arriving then is delivered first.
+  const auto next_wakeup = [&] { return wakeups_due_.empty() ? LinkSharingModel::kNever : wakeups_due_.top().time; };
+  while (network_.next_event() <= next_wakeup() && network_.next_event() < LinkSharingModel::kNever) {
+    clock_ = network_.next_event();
+    arrived_.clear();
+    network_.handle_next_event(arrived_);
+    for (LinkSharingModel::FlowId flow : arrived_)
+      deliver(flow);
+  }
+  if (wakeups_due_.empty())
+    return false; // nothing will ever happen again: every rank has finished, or a deadlock
+  clock_ = wakeups_due_.top().time;
+  std::vector<RankId> due;
+  while (!wakeups_due_.empty() && wakeups_due_.top().time == clock_) {
+    due.push_back(wakeups_due_.top().rank);
+    wakeups_due_.pop();
+  }
+  // Everything is settled before the first wake: waking may let those ranks run before this call returns.
+  active_ += static_cast<int>(due.size());
+  wakeups_ += due.size();
+  bool caller_due = false;
+  for (RankId rank : due) {
+    if (rank == caller)
+      caller_due = true;
+    else
+      parking_.unpark(rank);
+  }
+  return caller_due;
+}
+
+void LinkLevelTransport::start_posted_transfers()
+{
+  std::sort(posted_now_.begin(), posted_now_.end(), [](const MessagePtr& a, const MessagePtr& b) {
+    const auto& x = static_cast<const LinkMessage&>(*a);
+    const auto& y = static_cast<const LinkMessage&>(*b);
+    return x.source != y.source ? x.source < y.source : x.send_number < y.send_number;
+  });
+  for (MessagePtr& message : posted_now_) {
+    slots_.clear();
+    route_(message->source, message->dest, slots_);
+    const LinkSharingModel::FlowId flow = network_.start(clock_, message->bytes, slots_);
+    if (flow >= in_flight_.size())
+      in_flight_.resize(flow + 1);
+    in_flight_[flow] = std::move(message);
+    ++transfers_;
+  }
+  posted_now_.clear();
+}
+
+void LinkLevelTransport::deliver(LinkSharingModel::FlowId flow)
+{
+  auto& m = static_cast<LinkMessage&>(*in_flight_[flow]);
+  m.arrived = true;
+  if (m.send_waiter >= 0)
+    schedule(m.send_waiter, clock_);
+  if (m.receive_waiter >= 0)
+    schedule(m.receive_waiter, clock_);
+  in_flight_[flow].reset();
+}
+
+} // namespace sparsim

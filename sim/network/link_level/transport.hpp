@@ -1,0 +1,88 @@
+// The Transport of the link-level model: message timing computed here, link by link (link_model.hpp), instead
+// of by SimGrid's max-min flows. The ranks stay engine actors (compute phases, the algorithms unchanged), but
+// the simulated clock is this transport's: a discrete-event loop whose events are the model's (a message
+// joins its links, leaves a link, arrives) and "rank r runs again at time t".
+//
+// How time moves: ranks run one at a time; a rank that waits (for a message, a compute phase, a barrier)
+// stops being active. When the last active rank stops, no rank can post anything more at the current time,
+// so it (1) starts in the model every transfer whose two halves were posted now, in the order of (source
+// rank, the source's count of sends), (2) handles the model's events in time order until the next is later
+// than the earliest rank wakeup, scheduling the ranks that wait on a message at its arrival, and (3) moves
+// the clock to that wakeup and wakes every rank due then, in rank order. A wait therefore costs at most one
+// switch of the waiting rank, and nothing depends on the order in which the engine runs its actors. A
+// message's two halves complete at its arrival.
+//
+// LIMITATIONS: those of link_model.hpp (equal shares per link instead of max-min, links of a route not
+// coupled, latency paid once).
+#pragma once
+
+#include "sim/comm/link_loads.hpp"
+#include "sim/comm/transport.hpp"
+#include "sim/network/link_level/link_model.hpp"
+#include "sim/network/link_level/parking.hpp"
+
+#include <cstdint>
+#include <queue>
+#include <vector>
+
+namespace sparsim {
+
+class LinkLevelTransport : public Transport {
+public:
+  // `ranks` ranks, each an actor that `parking` can block and wake; a message crosses the links `route` gives
+  // (indices into `links`, the slots the World counts link loads by).
+  LinkLevelTransport(int ranks, RankParking& parking, std::vector<LinkSpec> links, LinkRoute route);
+
+  Seconds now() const override { return clock_; }
+  void sleep_for(RankId rank, Seconds duration) override;
+  void align_ranks(RankId rank) override;
+  void rank_finished(RankId rank) override;
+
+  MessagePtr post_send(const PairFunction& pair, Outgoing outgoing) override;
+  MessagePtr post_receive(const PairFunction& pair, RankId receiver) override;
+  void wait(Message& message, bool is_receive) override;
+
+  // Figures of the run so far (the benchmarks print them).
+  std::uint64_t transfers() const { return transfers_; }
+  std::uint64_t wakeups() const { return wakeups_; }
+
+private:
+  struct LinkMessage : Message {
+    std::uint64_t send_number = 0; // the source's count of sends before this one
+    bool arrived = false;
+    RankId send_waiter = -1; // the rank waiting on each half, until it has arrived
+    RankId receive_waiter = -1;
+  };
+  struct Wakeup {
+    Seconds time;
+    RankId rank;
+    bool operator>(const Wakeup& other) const { return time != other.time ? time > other.time : rank > other.rank; }
+  };
+
+  void schedule(RankId rank, Seconds time) { wakeups_due_.push({time, rank}); }
+  // The calling rank stops until its scheduled wakeup; the last one to stop moves time on.
+  void block(RankId rank);
+  // With no rank active: starts the transfers posted now, runs the network until the next rank wakeup and
+  // wakes the ranks due then. Returns whether `caller` is among them (it then runs on without parking).
+  bool advance(RankId caller);
+  void start_posted_transfers();
+  void deliver(LinkSharingModel::FlowId flow);
+
+  int ranks_;
+  RankParking& parking_;
+  LinkSharingModel network_;
+  LinkRoute route_;
+  Seconds clock_ = 0;
+  int active_;                            // ranks running (not blocked) at the current time
+  std::vector<std::uint64_t> send_count_; // [source rank]
+  std::vector<MessagePtr> posted_now_;    // both halves posted at the current time, not yet started
+  std::vector<MessagePtr> in_flight_;     // [flow id]
+  std::priority_queue<Wakeup, std::vector<Wakeup>, std::greater<>> wakeups_due_;
+  std::vector<RankId> at_barrier_;
+  std::vector<std::size_t> slots_;                // scratch route
+  std::vector<LinkSharingModel::FlowId> arrived_; // scratch
+  std::uint64_t transfers_ = 0;
+  std::uint64_t wakeups_ = 0;
+};
+
+} // namespace sparsim
