@@ -157,6 +157,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   world.set_reduction_bandwidth(config.compute.charged_reduction_bandwidth());
   world.trace().trace_iteration(options.trace_iteration, config.ranks);
   run.records.assign(config.iterations, std::vector<RankIteration>(config.ranks));
+  run.selection_wall.assign(config.iterations, 0.0);
   DenseVerifier dense_verifier(config);
   std::unique_ptr<SparseVerifier> sparse_verifier;
   std::unique_ptr<SelectionStage> selection_stage;
@@ -194,6 +195,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   for (const auto& row : out.rank_rows)
     out.messages += row.stats.msgs_sent;
   out.iteration_wall = run.iteration_wall;
+  out.selection_wall.assign(run.selection_wall.begin(), run.selection_wall.begin() + out.completed_iterations);
   out.links = label_link_loads(world.link_loads().loads(), graph);
   if (options.trace_iteration >= 0)
     out.trace = {options.trace_iteration, world.phases().names(), world.trace().take()};

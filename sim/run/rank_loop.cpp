@@ -2,6 +2,7 @@
 
 #include "algorithms/registry.hpp"
 
+#include <chrono>
 #include <fmt/format.h>
 #include <optional>
 
@@ -118,7 +119,11 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
 
   for (int it = config.selection.warmup_iterations; it < config.iterations; ++it) {
     // Rank 0 prepares every rank's selection while the others wait at the second barrier.
-    const std::optional<Seconds> begun = begin_iteration(run, comm, it, [&] { stage.prepare(it, run.threads); });
+    const std::optional<Seconds> begun = begin_iteration(run, comm, it, [&] {
+      const auto wall_before = std::chrono::steady_clock::now();
+      stage.prepare(it, run.threads);
+      run.selection_wall[it] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_before).count();
+    });
     if (!begun)
       return;
     const Seconds start = *begun;
