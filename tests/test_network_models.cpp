@@ -366,11 +366,13 @@ json platform_spec(Platform platform)
   }
   return {{"file", "platforms/piz_daint.json"}};
 }
-std::string platform_name(const testing::TestParamInfo<Platform>& info)
+std::string platform_label(Platform platform)
 {
   const char* names[] = {"star", "oversubscribed_fat_tree", "piz_daint"};
-  return names[static_cast<int>(info.param)];
+  return names[static_cast<int>(platform)];
 }
+void PrintTo(Platform platform, std::ostream* out) { *out << platform_label(platform); }
+std::string platform_name(const testing::TestParamInfo<Platform>& info) { return platform_label(info.param); }
 
 class Contended : public testing::TestWithParam<Platform> {};
 
