@@ -5,7 +5,8 @@
 # configs/studies/ci_small/: sweep.json into OUT_DIR (notebooks 1-4), time_to_accuracy.json into
 # OUT_DIR/time_to_accuracy (notebook 5, SPARSIM_TTA_DIR), oktopk_study.json into OUT_DIR/oktopk_study
 # (notebook 6, SPARSIM_OKTOPK_DIR), crossover.json into OUT_DIR/crossover (notebook 7, SPARSIM_CROSSOVER_DIR),
-# reduction.json into OUT_DIR/reduction (notebook 8, SPARSIM_REDUCTION_DIR).
+# reduction.json into OUT_DIR/reduction (notebook 8, SPARSIM_REDUCTION_DIR), network_models.json into
+# OUT_DIR/network_models (notebook 9, SPARSIM_NETWORK_MODELS_DIR).
 # A notebook that fails makes this script fail (ctest runs it).
 # Usage: bash scripts/notebooks.sh [OUT_DIR]     (default results/ci_small; SPARSIM overrides the binary,
 #        default ${SPARSIM_BUILD_DIR:-build}/sparsim; the sweep runs on all cores unless SPARSIM_JOBS is set)
@@ -33,6 +34,11 @@ export SPARSIM_CROSSOVER_DIR="$out/crossover"
 # What merges cost (8_reduction_cost): the Ok-Topk study's VGG-16 point at P = 8 with reductions charged at four rates.
 "$sparsim" sweep configs/studies/ci_small/reduction.json --out "$out/reduction" ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
 export SPARSIM_REDUCTION_DIR="$out/reduction"
+
+# Both network models on the same points (9_network_models): P = 8, 16 on the star, fat tree and dragonfly.
+"$sparsim" sweep configs/studies/ci_small/network_models.json --out "$out/network_models" \
+  ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
+export SPARSIM_NETWORK_MODELS_DIR="$out/network_models"
 
 mkdir -p "$out/notebooks"
 # The CI training run is short (40 iterations at P = 4): its time-to-accuracy tables target 60% and 50%.
