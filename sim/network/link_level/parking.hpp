@@ -4,6 +4,8 @@
 
 #include "sim/base/units.hpp"
 
+#include <vector>
+
 namespace sparsim {
 
 class RankParking {
@@ -11,8 +13,8 @@ public:
   virtual ~RankParking() = default;
   // Blocks the calling rank `rank` until unpark(rank) (returns at once if unpark came first).
   virtual void park(RankId rank) = 0;
-  // Lets `rank` run again; the caller may be suspended meanwhile while other ranks run.
-  virtual void unpark(RankId rank) = 0;
+  // Lets every rank of `ranks` run again, in that order, once the caller blocks or yields.
+  virtual void unpark(const std::vector<RankId>& ranks) = 0;
 };
 
 } // namespace sparsim

@@ -111,13 +111,12 @@ bool LinkLevelTransport::advance(RankId caller)
   // Everything is settled before the first wake: waking may let those ranks run before this call returns.
   active_ += static_cast<int>(due.size());
   wakeups_ += due.size();
-  bool caller_due = false;
-  for (RankId rank : due) {
-    if (rank == caller)
-      caller_due = true;
-    else
-      parking_.unpark(rank);
-  }
+  const auto caller_entry = std::find(due.begin(), due.end(), caller);
+  const bool caller_due = caller_entry != due.end();
+  if (caller_due)
+    due.erase(caller_entry);
+  if (!due.empty())
+    parking_.unpark(due);
   return caller_due;
 }
 

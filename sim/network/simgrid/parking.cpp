@@ -3,6 +3,7 @@
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Host.hpp>
 #include <simgrid/s4u/NetZone.hpp>
+#include <simgrid/simix.hpp>
 
 #include <stdexcept>
 
@@ -13,6 +14,14 @@ SemaphoreParking::SemaphoreParking(int ranks)
   semaphores_.reserve(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r)
     semaphores_.push_back(simgrid::s4u::Semaphore::create(0));
+}
+
+void SemaphoreParking::unpark(const std::vector<RankId>& ranks)
+{
+  simgrid::kernel::actor::simcall_answered([&] {
+    for (RankId rank : ranks)
+      semaphores_[rank]->release(); // in the kernel already: no switch
+  });
 }
 
 simgrid::s4u::Host* build_single_host_platform(const std::string& name)

@@ -19,7 +19,8 @@ class SemaphoreParking : public RankParking {
 public:
   explicit SemaphoreParking(int ranks);
   void park(RankId rank) override { semaphores_[rank]->acquire(); }
-  void unpark(RankId rank) override { semaphores_[rank]->release(); }
+  // One switch to SimGrid's kernel for all of them (a release from an actor is a switch of its own).
+  void unpark(const std::vector<RankId>& ranks) override;
 
 private:
   std::vector<simgrid::s4u::SemaphorePtr> semaphores_;
