@@ -82,7 +82,8 @@ void expect_models_agree(const std::string& algorithm, Platform platform, int ra
   ASSERT_EQ(links.exit_code, 0) << links.output;
 
   // Everything but time is identical: bytes and messages per rank and phase, link loads, results.
-  EXPECT_EQ(without(read_csv(flows.dir / "ranks.csv"), {"time_s"}), without(read_csv(links.dir / "ranks.csv"), {"time_s"}));
+  EXPECT_EQ(without(read_csv(flows.dir / "ranks.csv"), {"time_s"}),
+            without(read_csv(links.dir / "ranks.csv"), {"time_s"}));
   EXPECT_EQ(read_text(flows.dir / "links.csv"), read_text(links.dir / "links.csv"));
   const auto flow_rows = read_csv(flows.dir / "results.csv");
   const auto link_rows = read_csv(links.dir / "results.csv");

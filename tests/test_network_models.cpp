@@ -398,3 +398,79 @@ INSTANTIATE_TEST_SUITE_P(Platforms, Contended, testing::Values(Platform::star, P
                          platform_name);
 
 } // namespace
+
+namespace {
+
+// A receive whose send never comes: every rank blocks, the run ends, and the rank that waits is reported as
+// not finished (the driver turns this into its deadlock error).
+TEST(LinkLevelTransport, UnmatchedReceiveEndsTheRunWithThatRankUnfinished)
+{
+  start_engine(NetworkOptions{});
+  const auto topology = load(star_spec(2));
+  const NetworkGraph graph = topology->graph();
+  const std::vector<simgrid::s4u::Host*> hosts(2, build_single_host_platform("deadlock"));
+  SemaphoreParking parking(2);
+  LinkLevelTransport transport(2, parking, link_slot_specs(graph), link_route(*topology, {0, 1}, graph.edge_count()));
+  Matcher matcher(2);
+  const int finished = run_rank_actors(hosts, [&](RankId rank) {
+    if (rank == 0) {
+      MessagePtr receive =
+          transport.post_receive([&](MessagePtr fresh) { return matcher.pair_receive(0, 1, 7, std::move(fresh)); }, 0);
+      transport.wait(*receive, true);
+    } else {
+      transport.sleep_for(1, 1e-3);
+    }
+    transport.rank_finished(rank);
+  });
+  EXPECT_EQ(finished, 1);
+  EXPECT_DOUBLE_EQ(transport.now(), 1e-3); // rank 1's sleep ran; nothing after it
+}
+
+// Compute phases and barriers move the model's clock like SimGrid's: a rank that sleeps longer holds the
+// others at the barrier.
+TEST(LinkLevelTransport, SleepsAndBarriersKeepTime)
+{
+  start_engine(NetworkOptions{});
+  const auto topology = load(star_spec(3));
+  const NetworkGraph graph = topology->graph();
+  const std::vector<simgrid::s4u::Host*> hosts(3, build_single_host_platform("sleeps"));
+  SemaphoreParking parking(3);
+  LinkLevelTransport transport(3, parking, link_slot_specs(graph),
+                               link_route(*topology, {0, 1, 2}, graph.edge_count()));
+  std::vector<Seconds> left(3, -1);
+  const int finished = run_rank_actors(hosts, [&](RankId rank) {
+    transport.sleep_for(rank, 0.5 * (rank + 1));
+    transport.align_ranks(rank);
+    left[rank] = transport.now();
+    transport.rank_finished(rank);
+  });
+  EXPECT_EQ(finished, 3);
+  for (Seconds t : left)
+    EXPECT_DOUBLE_EQ(t, 1.5);
+}
+
+} // namespace
+
+namespace {
+
+// The same deadlock under SimGrid's flows: SimGrid kills the blocked rank, and that is not counted as the
+// rank's own failure (it used to surface as an unknown exception instead of the driver's deadlock error).
+TEST(SimGridTransport, UnmatchedReceiveEndsTheRunWithThatRankUnfinished)
+{
+  start_engine(NetworkOptions{});
+  const auto topology = load(star_spec(2));
+  const std::vector<simgrid::s4u::Host*> hosts = build_platform(*topology);
+  SimGridTransport transport(hosts);
+  Matcher matcher(2);
+  const int finished = run_rank_actors(hosts, [&](RankId rank) {
+    if (rank == 0) {
+      MessagePtr receive =
+          transport.post_receive([&](MessagePtr fresh) { return matcher.pair_receive(0, 1, 7, std::move(fresh)); }, 0);
+      transport.wait(*receive, true);
+    }
+    transport.rank_finished(rank);
+  });
+  EXPECT_EQ(finished, 1);
+}
+
+} // namespace

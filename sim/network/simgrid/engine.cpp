@@ -1,6 +1,7 @@
 #include "sim/network/simgrid/engine.hpp"
 
 #include <fmt/format.h>
+#include <simgrid/Exception.hpp>
 #include <simgrid/s4u/Actor.hpp>
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/version.h>
@@ -52,6 +53,8 @@ int run_rank_actors(const std::vector<simgrid::s4u::Host*>& rank_hosts, const st
       try {
         body(rank);
         ++finished;
+      } catch (const simgrid::ForcefulKillException&) {
+        throw; // SimGrid ends a rank it killed (a deadlock at the end of the run): not the rank's failure
       } catch (...) {
         if (!failure)
           failure = std::current_exception();
