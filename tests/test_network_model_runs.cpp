@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,27 @@ TEST(BothModels, OkTopkAt64RanksOnTheDragonfly) { expect_models_agree("oktopk", 
 TEST(BothModels, SparcmlAt64RanksOnTheDragonfly)
 {
   expect_models_agree("sparcml_dsar_split_allgather", Platform::dragonfly, 64);
+}
+
+// Same config and seed, same results, for any number of selection threads under the link-level model (its
+// clock never depends on the order in which SimGrid runs the actors).
+TEST(LinkLevelModel, ResultsDoNotDependOnThreads)
+{
+  const json config = config_for("oktopk", Platform::dragonfly, 16, "LinkLevel");
+  std::vector<std::string> results, ranks;
+  for (int threads : {1, 2, 2}) {
+    const auto dir = scratch_dir("linklevel-threads" + std::to_string(results.size()));
+    std::ofstream(dir / "config.json") << config.dump(2);
+    const CliResult run = run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() +
+                                  " --quiet --threads " + std::to_string(threads));
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    results.push_back(read_text(dir / "out" / "results.csv"));
+    ranks.push_back(read_text(dir / "out" / "ranks.csv"));
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[1], results[2]);
+  EXPECT_EQ(ranks[0], ranks[1]);
+  EXPECT_EQ(ranks[1], ranks[2]);
 }
 
 } // namespace

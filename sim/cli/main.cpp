@@ -270,10 +270,13 @@ int command_validate(const Arguments& args)
   const auto routes = sparsim::summarize_routes(
       *config.topology, sparsim::place_ranks(config.placement, config.ranks, config.topology->node_count()));
   const auto memory = sparsim::estimate_memory(config);
-  fmt::print("{}: valid\n  {} on {} ranks, n = {}, {} iteration(s)\n  platform {}\n  routes latency {} .. {}, "
-             "bottleneck bandwidth {} .. {}\n  memory   about {} ({})\n",
+  const std::string network = config.network.simgrid_flows()
+                                  ? config.network.model + " (SimGrid's flows; \"LinkLevel\" is much faster at scale)"
+                                  : config.network.model + " (the link-level model; \"CM02\" is the reference)";
+  fmt::print("{}: valid\n  {} on {} ranks, n = {}, {} iteration(s)\n  platform {}\n  network  {}\n  routes latency "
+             "{} .. {}, bottleneck bandwidth {} .. {}\n  memory   about {} ({})\n",
              args.config, config.algorithm->name(), config.ranks, config.workload.n, config.iterations,
-             config.topology->describe(), sparsim::format_duration(routes.latency_min),
+             config.topology->describe(), network, sparsim::format_duration(routes.latency_min),
              sparsim::format_duration(routes.latency_max), sparsim::format_bandwidth(routes.bandwidth_min),
              sparsim::format_bandwidth(routes.bandwidth_max), sparsim::format_bytes(memory.bytes), memory.breakdown);
   return 0;
