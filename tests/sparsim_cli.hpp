@@ -51,12 +51,14 @@ inline CliResult run_cli(const std::string& args)
   return result;
 }
 
-// Writes `config` to a scratch folder and runs it; results land in DIR/out.
-inline CliResult run_config(const nlohmann::json& config, const std::string& name)
+// Writes `config` to a scratch folder and runs it (with `extra` arguments after --quiet); results land in
+// DIR/out.
+inline CliResult run_config(const nlohmann::json& config, const std::string& name, const std::string& extra = "")
 {
   const auto dir = scratch_dir(name);
   std::ofstream(dir / "config.json") << config.dump(2);
-  CliResult result = run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() + " --quiet");
+  CliResult result =
+      run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() + " --quiet " + extra);
   result.dir = dir / "out";
   return result;
 }

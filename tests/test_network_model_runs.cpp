@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -148,13 +147,11 @@ TEST(LinkLevelModel, ResultsDoNotDependOnThreads)
   const json config = config_for("oktopk", Platform::dragonfly, 16, "LinkLevel");
   std::vector<std::string> results, ranks;
   for (int threads : {1, 2, 2}) {
-    const auto dir = scratch_dir("linklevel-threads" + std::to_string(results.size()));
-    std::ofstream(dir / "config.json") << config.dump(2);
-    const CliResult run = run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() +
-                                  " --quiet --threads " + std::to_string(threads));
+    const CliResult run = run_config(config, "linklevel-threads" + std::to_string(results.size()),
+                                     "--threads " + std::to_string(threads));
     ASSERT_EQ(run.exit_code, 0) << run.output;
-    results.push_back(read_text(dir / "out" / "results.csv"));
-    ranks.push_back(read_text(dir / "out" / "ranks.csv"));
+    results.push_back(read_text(run.dir / "results.csv"));
+    ranks.push_back(read_text(run.dir / "ranks.csv"));
   }
   EXPECT_EQ(results[0], results[1]);
   EXPECT_EQ(results[1], results[2]);

@@ -10,6 +10,7 @@
 #include "sim/run/link_labels.hpp"
 #include "topologies/network_graph.hpp"
 #include "topologies/topology.hpp"
+#include "topology_specs.hpp"
 
 #include <gtest/gtest.h>
 #include <simgrid/s4u/Actor.hpp>
@@ -140,35 +141,10 @@ const std::filesystem::path kConfigs = std::filesystem::path(SPARSIM_SOURCE_DIR)
 
 std::unique_ptr<Topology> load(const json& spec) { return parse_topology(JsonReader(spec, "topology"), kConfigs); }
 
-json star_spec(int nodes) { return {{"type", "star"}, {"nodes", nodes}, {"bandwidth", "10GBps"}, {"latency", "1us"}}; }
-
+using sparsim::testing::small_dragonfly_spec;
+using sparsim::testing::star_spec;
 // Four nodes per leaf switch and one uplink each: 4:1 oversubscribed at the first level.
-json oversubscribed_fat_tree_spec()
-{
-  return {{"type", "fat_tree"},
-          {"levels", 3},
-          {"down", {4, 2, 3}},
-          {"up", {1, 2, 3}},
-          {"bandwidth", "100Gbps"},
-          {"latency", "100ns"},
-          {"per_level", {{{"latency", "500ns"}}, json::object(), {{"bandwidth", "200Gbps"}}}}};
-}
-
-json small_dragonfly_spec()
-{
-  return {{"type", "dragonfly"},
-          {"groups", 5},
-          {"chassis", 3},
-          {"routers", 3},
-          {"nodes", 2},
-          {"global_links", 3},
-          {"global_ports", 2},
-          {"links",
-           {{"node", {{"bandwidth", "5.25GBps"}, {"latency", "650ns"}}},
-            {"intra_chassis", {{"bandwidth", "5.25GBps"}, {"latency", "100ns"}}},
-            {"intra_group", {{"bandwidth", "5.25GBps"}, {"latency", "150ns"}, {"cables", 3}}},
-            {"global", {{"bandwidth", "4.7GBps"}, {"latency", "400ns"}}}}}};
-}
+json oversubscribed_fat_tree_spec() { return sparsim::testing::small_fat_tree_spec(); }
 
 // One message of a pattern. A rank posts its messages wave by wave: all of wave w at once, then it waits for
 // them all before posting wave w + 1 (as the algorithms' exchanges in waves do).
@@ -299,15 +275,15 @@ void expect_incast_makespan_equal(const json& spec, int P)
   EXPECT_NEAR(times.link_level_makespan(), times.flows_makespan(), 1e-9 * times.flows_makespan()) << "incast " << P - 1;
 }
 
-class Incast : public testing::TestWithParam<int> {};
+class Incast : public ::testing::TestWithParam<int> {};
 TEST_P(Incast, MakespanEqualOnTheStar) { expect_incast_makespan_equal(star_spec(GetParam() + 1), GetParam() + 1); }
 TEST_P(Incast, MakespanEqualOnTheOversubscribedFatTree)
 {
   if (GetParam() < 24)
     expect_incast_makespan_equal(oversubscribed_fat_tree_spec(), GetParam() + 1);
 }
-INSTANTIATE_TEST_SUITE_P(Senders, Incast, testing::Values(2, 16, 64, 256),
-                         [](const testing::TestParamInfo<int>& info) { return std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(Senders, Incast, ::testing::Values(2, 16, 64, 256),
+                         [](const ::testing::TestParamInfo<int>& info) { return std::to_string(info.param); });
 
 // A full all-to-all of equal messages in waves of `width` rotated steps (step s: rank r sends to r + s).
 std::vector<PatternMessage> all_to_all_in_waves(int P, int width, Bytes bytes, int steps = -1)
@@ -372,9 +348,9 @@ std::string platform_label(Platform platform)
   return names[static_cast<int>(platform)];
 }
 void PrintTo(Platform platform, std::ostream* out) { *out << platform_label(platform); }
-std::string platform_name(const testing::TestParamInfo<Platform>& info) { return platform_label(info.param); }
+std::string platform_name(const ::testing::TestParamInfo<Platform>& info) { return platform_label(info.param); }
 
-class Contended : public testing::TestWithParam<Platform> {};
+class Contended : public ::testing::TestWithParam<Platform> {};
 
 TEST_P(Contended, PermutationStepMakespanWithinFivePercent)
 {
@@ -394,64 +370,74 @@ TEST_P(Contended, AllToAllInWavesMakespanWithinFivePercent)
                          "all-to-all in waves of 4");
 }
 
-INSTANTIATE_TEST_SUITE_P(Platforms, Contended, testing::Values(Platform::star, Platform::fat_tree, Platform::piz_daint),
-                         platform_name);
+INSTANTIATE_TEST_SUITE_P(Platforms, Contended,
+                         ::testing::Values(Platform::star, Platform::fat_tree, Platform::piz_daint), platform_name);
 
-} // namespace
+// The link-level transport on a star of `P` nodes, its ranks on one host.
+struct LinkLevelOnAStar {
+  explicit LinkLevelOnAStar(int P)
+      : topology((start_engine(NetworkOptions{}), load(star_spec(P))))
+      , graph(topology->graph())
+      , hosts(P, build_single_host_platform("star" + std::to_string(P)))
+      , parking(P)
+      , transport(P, parking, link_slot_specs(graph), link_route(*topology, first_nodes(P), graph.edge_count()))
+  {
+  }
+  static std::vector<std::size_t> first_nodes(int P)
+  {
+    std::vector<std::size_t> nodes(static_cast<std::size_t>(P));
+    for (int r = 0; r < P; ++r)
+      nodes[r] = static_cast<std::size_t>(r);
+    return nodes;
+  }
+  std::unique_ptr<Topology> topology;
+  NetworkGraph graph;
+  std::vector<simgrid::s4u::Host*> hosts;
+  SemaphoreParking parking;
+  LinkLevelTransport transport;
+};
 
-namespace {
+// Rank 0 waits for a message from rank 1 that is never sent.
+void wait_for_a_send_that_never_comes(Transport& transport, Matcher& matcher)
+{
+  MessagePtr receive =
+      transport.post_receive([&](MessagePtr fresh) { return matcher.pair_receive(0, 1, 7, std::move(fresh)); }, 0);
+  transport.wait(*receive, true);
+}
 
 // A receive whose send never comes: every rank blocks, the run ends, and the rank that waits is reported as
 // not finished (the driver turns this into its deadlock error).
 TEST(LinkLevelTransport, UnmatchedReceiveEndsTheRunWithThatRankUnfinished)
 {
-  start_engine(NetworkOptions{});
-  const auto topology = load(star_spec(2));
-  const NetworkGraph graph = topology->graph();
-  const std::vector<simgrid::s4u::Host*> hosts(2, build_single_host_platform("deadlock"));
-  SemaphoreParking parking(2);
-  LinkLevelTransport transport(2, parking, link_slot_specs(graph), link_route(*topology, {0, 1}, graph.edge_count()));
+  LinkLevelOnAStar star(2);
   Matcher matcher(2);
-  const int finished = run_rank_actors(hosts, [&](RankId rank) {
-    if (rank == 0) {
-      MessagePtr receive =
-          transport.post_receive([&](MessagePtr fresh) { return matcher.pair_receive(0, 1, 7, std::move(fresh)); }, 0);
-      transport.wait(*receive, true);
-    } else {
-      transport.sleep_for(1, 1e-3);
-    }
-    transport.rank_finished(rank);
+  const int finished = run_rank_actors(star.hosts, [&](RankId rank) {
+    if (rank == 0)
+      wait_for_a_send_that_never_comes(star.transport, matcher);
+    else
+      star.transport.sleep_for(1, 1e-3);
+    star.transport.rank_finished(rank);
   });
   EXPECT_EQ(finished, 1);
-  EXPECT_DOUBLE_EQ(transport.now(), 1e-3); // rank 1's sleep ran; nothing after it
+  EXPECT_DOUBLE_EQ(star.transport.now(), 1e-3); // rank 1's sleep ran; nothing after it
 }
 
 // Compute phases and barriers move the model's clock like SimGrid's: a rank that sleeps longer holds the
 // others at the barrier.
 TEST(LinkLevelTransport, SleepsAndBarriersKeepTime)
 {
-  start_engine(NetworkOptions{});
-  const auto topology = load(star_spec(3));
-  const NetworkGraph graph = topology->graph();
-  const std::vector<simgrid::s4u::Host*> hosts(3, build_single_host_platform("sleeps"));
-  SemaphoreParking parking(3);
-  LinkLevelTransport transport(3, parking, link_slot_specs(graph),
-                               link_route(*topology, {0, 1, 2}, graph.edge_count()));
+  LinkLevelOnAStar star(3);
   std::vector<Seconds> left(3, -1);
-  const int finished = run_rank_actors(hosts, [&](RankId rank) {
-    transport.sleep_for(rank, 0.5 * (rank + 1));
-    transport.align_ranks(rank);
-    left[rank] = transport.now();
-    transport.rank_finished(rank);
+  const int finished = run_rank_actors(star.hosts, [&](RankId rank) {
+    star.transport.sleep_for(rank, 0.5 * (rank + 1));
+    star.transport.align_ranks(rank);
+    left[rank] = star.transport.now();
+    star.transport.rank_finished(rank);
   });
   EXPECT_EQ(finished, 3);
   for (Seconds t : left)
     EXPECT_DOUBLE_EQ(t, 1.5);
 }
-
-} // namespace
-
-namespace {
 
 // The same deadlock under SimGrid's flows: SimGrid kills the blocked rank, and that is not counted as the
 // rank's own failure (it used to surface as an unknown exception instead of the driver's deadlock error).

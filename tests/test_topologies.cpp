@@ -3,6 +3,7 @@
 #include "sim/network/simgrid/zone.hpp"
 #include "topologies/network_graph.hpp"
 #include "topologies/topology.hpp"
+#include "topology_specs.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -23,6 +24,9 @@ using sparsim::ConfigError;
 using sparsim::JsonReader;
 using sparsim::NetworkGraph;
 using sparsim::Topology;
+using sparsim::testing::small_dragonfly_spec;
+using sparsim::testing::small_fat_tree_spec;
+using sparsim::testing::star_spec;
 
 const std::filesystem::path kConfigs = std::filesystem::path(SPARSIM_SOURCE_DIR) / "configs";
 
@@ -58,36 +62,6 @@ std::vector<std::size_t> first_nodes(std::size_t ranks)
   for (std::size_t i = 0; i < ranks; ++i)
     nodes[i] = i;
   return nodes;
-}
-
-json star_spec(int nodes) { return {{"type", "star"}, {"nodes", nodes}, {"bandwidth", "10GBps"}, {"latency", "1us"}}; }
-
-// A small dragonfly with several parallel global links, so that gateway choice matters.
-json small_dragonfly_spec()
-{
-  return {{"type", "dragonfly"},
-          {"groups", 5},
-          {"chassis", 3},
-          {"routers", 3},
-          {"nodes", 2},
-          {"global_links", 3},
-          {"global_ports", 2},
-          {"links",
-           {{"node", {{"bandwidth", "5.25GBps"}, {"latency", "650ns"}}},
-            {"intra_chassis", {{"bandwidth", "5.25GBps"}, {"latency", "100ns"}}},
-            {"intra_group", {{"bandwidth", "5.25GBps"}, {"latency", "150ns"}, {"cables", 3}}},
-            {"global", {{"bandwidth", "4.7GBps"}, {"latency", "400ns"}}}}}};
-}
-
-json small_fat_tree_spec()
-{
-  return {{"type", "fat_tree"},
-          {"levels", 3},
-          {"down", {4, 2, 3}},
-          {"up", {1, 2, 3}},
-          {"bandwidth", "100Gbps"},
-          {"latency", "100ns"},
-          {"per_level", {{{"latency", "500ns"}}, json::object(), {{"bandwidth", "200Gbps"}}}}};
 }
 
 // Checks that SimGrid's route between each pair is exactly Topology::route's (the same links in the same

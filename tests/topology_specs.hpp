@@ -1,0 +1,44 @@
+// Small topologies the tests build, as config "topology" objects.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+namespace sparsim::testing {
+
+// n nodes on one crossbar: 10 GB/s, 1 us per link.
+inline nlohmann::json star_spec(int nodes)
+{
+  return {{"type", "star"}, {"nodes", nodes}, {"bandwidth", "10GBps"}, {"latency", "1us"}};
+}
+
+// A small dragonfly (90 nodes) with several parallel global links, so that gateway choice matters.
+inline nlohmann::json small_dragonfly_spec()
+{
+  return {{"type", "dragonfly"},
+          {"groups", 5},
+          {"chassis", 3},
+          {"routers", 3},
+          {"nodes", 2},
+          {"global_links", 3},
+          {"global_ports", 2},
+          {"links",
+           {{"node", {{"bandwidth", "5.25GBps"}, {"latency", "650ns"}}},
+            {"intra_chassis", {{"bandwidth", "5.25GBps"}, {"latency", "100ns"}}},
+            {"intra_group", {{"bandwidth", "5.25GBps"}, {"latency", "150ns"}, {"cables", 3}}},
+            {"global", {{"bandwidth", "4.7GBps"}, {"latency", "400ns"}}}}}};
+}
+
+// A 3-level fat tree of 24 nodes: four nodes per leaf switch and one uplink each (4:1 oversubscribed at the
+// first level), 500 ns node links, a 200 Gb/s top level.
+inline nlohmann::json small_fat_tree_spec()
+{
+  return {{"type", "fat_tree"},
+          {"levels", 3},
+          {"down", {4, 2, 3}},
+          {"up", {1, 2, 3}},
+          {"bandwidth", "100Gbps"},
+          {"latency", "100ns"},
+          {"per_level", {{{"latency", "500ns"}}, nlohmann::json::object(), {{"bandwidth", "200Gbps"}}}}};
+}
+
+} // namespace sparsim::testing
