@@ -71,8 +71,6 @@ public:
   // Handles everything that happens at next_event() and appends the flows that arrived then to `arrived`.
   void handle_next_event(std::vector<FlowId>& arrived);
 
-  std::size_t flows_in_flight() const { return flows_.size() - free_flows_.size(); }
-
 private:
   static constexpr std::size_t kMaxSharedHops = 32;
   struct Flow {

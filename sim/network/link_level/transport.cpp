@@ -110,7 +110,6 @@ bool LinkLevelTransport::advance(RankId caller)
   }
   // Everything is settled before the first wake: waking may let those ranks run before this call returns.
   active_ += static_cast<int>(due.size());
-  wakeups_ += due.size();
   const auto caller_entry = std::find(due.begin(), due.end(), caller);
   const bool caller_due = caller_entry != due.end();
   if (caller_due)
@@ -134,7 +133,6 @@ void LinkLevelTransport::start_posted_transfers()
     if (flow >= in_flight_.size())
       in_flight_.resize(flow + 1);
     in_flight_[flow] = std::move(message);
-    ++transfers_;
   }
   posted_now_.clear();
 }

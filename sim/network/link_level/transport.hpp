@@ -42,10 +42,6 @@ public:
   MessagePtr post_receive(const PairFunction& pair, RankId receiver) override;
   void wait(Message& message, bool is_receive) override;
 
-  // Figures of the run so far (the benchmarks print them).
-  std::uint64_t transfers() const { return transfers_; }
-  std::uint64_t wakeups() const { return wakeups_; }
-
 private:
   struct LinkMessage : Message {
     std::uint64_t send_number = 0; // the source's count of sends before this one
@@ -81,8 +77,6 @@ private:
   std::vector<RankId> at_barrier_;
   std::vector<std::size_t> slots_;                // scratch route
   std::vector<LinkSharingModel::FlowId> arrived_; // scratch
-  std::uint64_t transfers_ = 0;
-  std::uint64_t wakeups_ = 0;
 };
 
 } // namespace sparsim
