@@ -409,6 +409,11 @@ void wait_for_a_send_that_never_comes(Transport& transport, Matcher& matcher)
 // not finished (the driver turns this into its deadlock error).
 TEST(LinkLevelTransport, UnmatchedReceiveEndsTheRunWithThatRankUnfinished)
 {
+#if defined(__SANITIZE_ADDRESS__)
+  // At the deadlock SimGrid unwinds the blocked rank's actor stack with an exception; ASan, which cannot follow
+  // SimGrid's (uninstrumented) stack switches, reports that unwinding as a stack overflow of its own making.
+  GTEST_SKIP() << "a deadlock's forced unwinding of an actor stack is misreported by AddressSanitizer";
+#endif
   LinkLevelOnAStar star(2);
   Matcher matcher(2);
   const int finished = run_rank_actors(star.hosts, [&](RankId rank) {
@@ -443,6 +448,11 @@ TEST(LinkLevelTransport, SleepsAndBarriersKeepTime)
 // rank's own failure (it used to surface as an unknown exception instead of the driver's deadlock error).
 TEST(SimGridTransport, UnmatchedReceiveEndsTheRunWithThatRankUnfinished)
 {
+#if defined(__SANITIZE_ADDRESS__)
+  // At the deadlock SimGrid unwinds the blocked rank's actor stack with an exception; ASan, which cannot follow
+  // SimGrid's (uninstrumented) stack switches, reports that unwinding as a stack overflow of its own making.
+  GTEST_SKIP() << "a deadlock's forced unwinding of an actor stack is misreported by AddressSanitizer";
+#endif
   start_engine(NetworkOptions{});
   const auto topology = load(star_spec(2));
   const std::vector<simgrid::s4u::Host*> hosts = build_platform(*topology);
