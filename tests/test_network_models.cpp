@@ -141,6 +141,7 @@ const std::filesystem::path kConfigs = std::filesystem::path(SPARSIM_SOURCE_DIR)
 
 std::unique_ptr<Topology> load(const json& spec) { return parse_topology(JsonReader(spec, "topology"), kConfigs); }
 
+using sparsim::testing::first_nodes;
 using sparsim::testing::small_dragonfly_spec;
 using sparsim::testing::star_spec;
 // Four nodes per leaf switch and one uplink each: 4:1 oversubscribed at the first level.
@@ -215,9 +216,7 @@ PatternTimes run_both(const Topology& topology, int P, const std::vector<Pattern
   const std::vector<simgrid::s4u::Host*> link_level_hosts(P, build_single_host_platform("link_level"));
   const std::vector<simgrid::s4u::Host*> nodes = build_platform(topology, graph);
   const std::vector<simgrid::s4u::Host*> flow_hosts(nodes.begin(), nodes.begin() + P);
-  std::vector<std::size_t> rank_nodes(static_cast<std::size_t>(P));
-  for (int r = 0; r < P; ++r)
-    rank_nodes[r] = static_cast<std::size_t>(r);
+  const std::vector<std::size_t> rank_nodes = first_nodes(static_cast<std::size_t>(P));
 
   PatternTimes times;
   SemaphoreParking parking(P);
@@ -310,10 +309,7 @@ void expect_makespans_close(const json& spec, int P, const std::vector<PatternMe
   const NetworkGraph graph = topology->graph();
   const std::vector<LinkSpec> links = link_slot_specs(graph);
   std::vector<double> busy(links.size(), 0);
-  std::vector<std::size_t> nodes(static_cast<std::size_t>(P));
-  for (int r = 0; r < P; ++r)
-    nodes[r] = static_cast<std::size_t>(r);
-  const LinkRoute route = link_route(*topology, nodes, graph.edge_count());
+  const LinkRoute route = link_route(*topology, first_nodes(static_cast<std::size_t>(P)), graph.edge_count());
   for (const auto& m : messages) {
     std::vector<std::size_t> slots;
     route(m.source, m.dest, slots);
@@ -380,15 +376,9 @@ struct LinkLevelOnAStar {
       , graph(topology->graph())
       , hosts(P, build_single_host_platform("star" + std::to_string(P)))
       , parking(P)
-      , transport(P, parking, link_slot_specs(graph), link_route(*topology, first_nodes(P), graph.edge_count()))
+      , transport(P, parking, link_slot_specs(graph),
+                  link_route(*topology, first_nodes(static_cast<std::size_t>(P)), graph.edge_count()))
   {
-  }
-  static std::vector<std::size_t> first_nodes(int P)
-  {
-    std::vector<std::size_t> nodes(static_cast<std::size_t>(P));
-    for (int r = 0; r < P; ++r)
-      nodes[r] = static_cast<std::size_t>(r);
-    return nodes;
   }
   std::unique_ptr<Topology> topology;
   NetworkGraph graph;

@@ -24,6 +24,7 @@ using sparsim::ConfigError;
 using sparsim::JsonReader;
 using sparsim::NetworkGraph;
 using sparsim::Topology;
+using sparsim::testing::first_nodes;
 using sparsim::testing::small_dragonfly_spec;
 using sparsim::testing::small_fat_tree_spec;
 using sparsim::testing::star_spec;
@@ -53,15 +54,6 @@ std::vector<simgrid::s4u::Host*> build(std::unique_ptr<Topology> topology)
   auto hosts = sparsim::build_platform(*topology);
   kept.push_back(std::move(topology));
   return hosts;
-}
-
-// Node i for rank i.
-std::vector<std::size_t> first_nodes(std::size_t ranks)
-{
-  std::vector<std::size_t> nodes(ranks);
-  for (std::size_t i = 0; i < ranks; ++i)
-    nodes[i] = i;
-  return nodes;
 }
 
 // Checks that SimGrid's route between each pair is exactly Topology::route's (the same links in the same

@@ -1,9 +1,20 @@
 // Small topologies the tests build, as config "topology" objects.
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 namespace sparsim::testing {
+
+// Node i for rank i (linear placement) for `ranks` ranks.
+inline std::vector<std::size_t> first_nodes(std::size_t ranks)
+{
+  std::vector<std::size_t> nodes(ranks);
+  for (std::size_t i = 0; i < ranks; ++i)
+    nodes[i] = i;
+  return nodes;
+}
 
 // n nodes on one crossbar: 10 GB/s, 1 us per link.
 inline nlohmann::json star_spec(int nodes)

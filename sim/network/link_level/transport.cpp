@@ -93,8 +93,9 @@ bool LinkLevelTransport::advance(RankId caller)
   start_posted_transfers();
   // The network runs until the next rank is due; a message arriving then is delivered first.
   const auto next_wakeup = [&] { return wakeups_due_.empty() ? LinkSharingModel::kNever : wakeups_due_.top().time; };
-  while (network_.next_event() <= next_wakeup() && network_.next_event() < LinkSharingModel::kNever) {
-    clock_ = network_.next_event();
+  for (Seconds next = network_.next_event(); next <= next_wakeup() && next < LinkSharingModel::kNever;
+       next = network_.next_event()) {
+    clock_ = next;
     arrived_.clear();
     network_.handle_next_event(arrived_);
     for (LinkSharingModel::FlowId flow : arrived_)
