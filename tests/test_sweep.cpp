@@ -453,3 +453,51 @@ TEST(Sweep, SweepFileInTheCurrentFolder)
   EXPECT_NE(read_text(dir / "slurm" / "gather.sbatch").find(fmt::format("'{}/sweep.json'", dir.string())),
             std::string::npos);
 }
+
+TEST(Sweep, AxesAndPointPathsKeepTheFilesOrder)
+{
+  const auto dir = scratch_dir("sweeporder");
+  // Written as text: the axes and the point keys out of alphabetical order.
+  const std::string base = star_run_config("order", 4, 1, "topka", 4000, 0.02, 8).dump();
+  std::ofstream(dir / "sweep.json") << R"({"name": "order", "base": )" << base << R"(,
+    "points": [{"seed": 2, "ranks": 3}, {"workload.value_bytes": 4, "seed": 3}],
+    "axes": {"workload.n": [3000, 4000], "algorithm.name": ["topka", "gtopk"]}})";
+  const CliResult r = run_cli("sweep " + (dir / "sweep.json").string() + " --out " + (dir / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string header =
+      "point,axis:seed,axis:ranks,axis:workload.value_bytes,axis:workload.n,axis:algorithm.name,";
+  EXPECT_EQ(read_text(dir / "out" / "summary.csv").substr(0, header.size()), header);
+  // The last axis of the file varies fastest.
+  std::map<std::string, std::string> algorithm_of_point, n_of_point;
+  for (const auto& row : read_csv(dir / "out" / "summary.csv")) {
+    algorithm_of_point[row.at("point")] = row.at("algorithm");
+    n_of_point[row.at("point")] = row.at("n");
+  }
+  EXPECT_EQ(algorithm_of_point, (std::map<std::string, std::string>{
+                                    {"0", "topka"}, {"1", "gtopk"}, {"2", "topka"}, {"3", "gtopk"},
+                                    {"4", "topka"}, {"5", "gtopk"}, {"6", "topka"}, {"7", "gtopk"}}));
+  EXPECT_EQ(n_of_point["0"], "3000");
+  EXPECT_EQ(n_of_point["1"], "3000");
+  EXPECT_EQ(n_of_point["2"], "4000");
+  // A point's label names the values it runs with, in the file's order, leaving out a path that neither the
+  // point nor the base sets (points[0] has no workload.value_bytes).
+  EXPECT_NE(r.output.find("(points[0] seed=2 ranks=3 workload.n=3000 algorithm.name=topka:"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("(points[1] seed=3 ranks=4 workload.value_bytes=4 workload.n=4000 algorithm.name=gtopk:"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(Sweep, ResumeRefusesTheCompletePointsOfAnotherSweep)
+{
+  const auto dir = scratch_dir("sweepresumeother");
+  auto sweep = tiny_sweep();
+  CliResult first = run_sweep_cli(sweep, dir, "--jobs 2");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  sweep["axes"]["ranks"] = {3, 2, 8}; // the same points, numbered differently
+  CliResult resumed = run_sweep_cli(sweep, dir, "--resume");
+  EXPECT_EQ(resumed.exit_code, 1) << resumed.output;
+  EXPECT_NE(resumed.output.find("differs from point 0"), std::string::npos) << resumed.output;
+  // Nothing was touched: every point is still complete.
+  EXPECT_EQ(complete_points(first.dir), 6u);
+}

@@ -127,8 +127,17 @@ std::vector<std::size_t> prepare_points(const Sweep& sweep, const SweepOptions& 
   std::vector<std::size_t> todo;
   for (std::size_t i : selected_points(sweep, options.only)) {
     const auto dir = point_dir(options.out, i);
-    if (options.resume && point_complete(dir))
+    if (options.resume && point_complete(dir)) {
+      // Point numbers depend on the sweep file (and older versions of sparsim ordered axes alphabetically):
+      // a complete point of another expansion must not pass for this one.
+      if (read_json_file(dir / "config.json") != sweep.points[i].config)
+        throw std::runtime_error(fmt::format(
+            "--resume: {} holds a complete point whose config.json differs from point {} of {} (another sweep "
+            "file, or one whose axes or points changed since it ran); resume into a folder of this sweep, or "
+            "run into a new --out",
+            dir.string(), i, sweep.file.string()));
       continue;
+    }
     // A point without a manifest was never run or was stopped half-way: start it afresh.
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
@@ -336,9 +345,28 @@ std::filesystem::path point_dir(const std::filesystem::path& out, std::size_t in
   return out / "points" / fmt::format("{:04d}", index);
 }
 
+namespace {
+
+// The keys of the object at `member` of the sweep file, in the order the file writes them (nlohmann::json
+// sorts keys); `index` picks an element when `member` is an array of objects.
+std::vector<std::string> keys_in_file_order(const nlohmann::ordered_json& document, const char* member,
+                                            std::optional<std::size_t> index = std::nullopt)
+{
+  const nlohmann::ordered_json& node = index ? document.at(member).at(*index) : document.at(member);
+  std::vector<std::string> keys;
+  for (const auto& item : node.items())
+    keys.push_back(item.key());
+  return keys;
+}
+
+} // namespace
+
 Sweep load_sweep(const std::filesystem::path& file)
 {
   const nlohmann::json document = read_json_file(file);
+  // Axes and point paths keep the file's order (columns of summary.csv; the last axis varies fastest).
+  std::ifstream text(file);
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
   JsonReader root(document, "");
   Sweep sweep;
   sweep.name = root.get_string("name", file.stem().string());
@@ -364,7 +392,8 @@ Sweep load_sweep(const std::filesystem::path& file)
     const nlohmann::json& axes = root.raw("axes");
     if (!axes.is_object() || axes.empty())
       root.fail("axes", axes, "an object of config paths to non-empty arrays of values");
-    for (const auto& [path, values] : axes.items()) {
+    for (const std::string& path : keys_in_file_order(ordered, "axes")) {
+      const nlohmann::json& values = axes.at(path);
       if (!is_config_path(path))
         throw ConfigError("axes." + path, describe_json(values), "a config path (keys joined by single dots)");
       if (!values.is_array() || values.empty())
@@ -375,7 +404,7 @@ Sweep load_sweep(const std::filesystem::path& file)
 
   // Explicit points: objects of config paths to values; their paths become the first coordinate columns.
   std::vector<nlohmann::json> listed;
-  std::set<std::string> listed_paths;
+  std::vector<std::string> listed_paths; // in order of first appearance
   if (root.has("points")) {
     const nlohmann::json& points = root.raw("points");
     if (!points.is_array() || points.empty())
@@ -385,14 +414,16 @@ Sweep load_sweep(const std::filesystem::path& file)
       if (!point.is_object() || point.empty())
         throw ConfigError(fmt::format("points[{}]", e), describe_json(point),
                           "a non-empty object of config paths to values");
-      for (const auto& [path, value] : point.items()) {
+      for (const std::string& path : keys_in_file_order(ordered, "points", e)) {
+        const nlohmann::json& value = point.at(path);
         const std::string where = fmt::format("points[{}].{}", e, path);
         if (!is_config_path(path) || path.front() == '@')
           throw ConfigError(where, describe_json(value),
                             "a config path (keys joined by single dots; \"@\" variants belong to axes)");
         if (axes_contain(sweep.axes, path))
           throw ConfigError(where, describe_json(value), "a path that is not also an axis (it is in \"axes\")");
-        listed_paths.insert(path);
+        if (std::find(listed_paths.begin(), listed_paths.end(), path) == listed_paths.end())
+          listed_paths.push_back(path);
       }
       listed.push_back(point);
     }
@@ -434,7 +465,8 @@ Sweep load_sweep(const std::filesystem::path& file)
       }
       point.label = listed_paths.empty() ? "" : fmt::format("points[{}]", e);
       for (std::size_t c = 0; c < sweep.columns.size(); ++c)
-        point.label +=
+        if (!point.values[c].is_null()) // a path this point does not set, nor the base
+          point.label +=
             fmt::format("{}{}={}", point.label.empty() ? "" : " ", sweep.columns[c], value_text(point.values[c]));
       try {
         const ExperimentConfig config = parse_config(point.config, sweep.config_dir);
