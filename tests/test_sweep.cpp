@@ -473,9 +473,14 @@ TEST(Sweep, AxesAndPointPathsKeepTheFilesOrder)
     algorithm_of_point[row.at("point")] = row.at("algorithm");
     n_of_point[row.at("point")] = row.at("n");
   }
-  EXPECT_EQ(algorithm_of_point, (std::map<std::string, std::string>{
-                                    {"0", "topka"}, {"1", "gtopk"}, {"2", "topka"}, {"3", "gtopk"},
-                                    {"4", "topka"}, {"5", "gtopk"}, {"6", "topka"}, {"7", "gtopk"}}));
+  EXPECT_EQ(algorithm_of_point, (std::map<std::string, std::string>{{"0", "topka"},
+                                                                    {"1", "gtopk"},
+                                                                    {"2", "topka"},
+                                                                    {"3", "gtopk"},
+                                                                    {"4", "topka"},
+                                                                    {"5", "gtopk"},
+                                                                    {"6", "topka"},
+                                                                    {"7", "gtopk"}}));
   EXPECT_EQ(n_of_point["0"], "3000");
   EXPECT_EQ(n_of_point["1"], "3000");
   EXPECT_EQ(n_of_point["2"], "4000");

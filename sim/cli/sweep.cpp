@@ -467,7 +467,7 @@ Sweep load_sweep(const std::filesystem::path& file)
       for (std::size_t c = 0; c < sweep.columns.size(); ++c)
         if (!point.values[c].is_null()) // a path this point does not set, nor the base
           point.label +=
-            fmt::format("{}{}={}", point.label.empty() ? "" : " ", sweep.columns[c], value_text(point.values[c]));
+              fmt::format("{}{}={}", point.label.empty() ? "" : " ", sweep.columns[c], value_text(point.values[c]));
       try {
         const ExperimentConfig config = parse_config(point.config, sweep.config_dir);
         check_memory(config);
