@@ -540,6 +540,33 @@ TEST(Replay, WithoutLoopAnIterationBeyondTheRecordingIsAnError)
   }
 }
 
+TEST(Replay, WithoutLoopARunLongerThanTheRecordingIsRefusedAtLoad)
+{
+  const auto dir = scratch_dir("replay-noloop-load");
+  write_npy(dir / "stack.npy", recorded_stack(2, 1, 3), {2, 1, 3});
+  write_recorded_files(dir, 2, 1, 3);
+  for (const nlohmann::json& gradients :
+       {nlohmann::json{{"source", "replay"}, {"file", "stack.npy"}, {"loop", false}},
+        nlohmann::json{{"source", "replay"}, {"files", "dumps/it{iteration}_rank{rank}.npy"}, {"loop", false}}}) {
+    SCOPED_TRACE(gradients.dump());
+    for (int iterations : {1, 2}) // as many as recorded, or fewer: accepted
+      EXPECT_NO_THROW(
+          parse_gradient_source(JsonReader(gradients, "gradients"), GradientContext{1, 3, 1, dir, iterations}));
+    try {
+      parse_gradient_source(JsonReader(gradients, "gradients"), GradientContext{1, 3, 1, dir, 3});
+      ADD_FAILURE() << "a run of 3 iterations over 2 recorded ones accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.path(), "gradients.loop");
+      EXPECT_NE(e.expected().find("at least the config's 3 iterations"), std::string::npos) << e.what();
+      EXPECT_NE(e.expected().find("records 2"), std::string::npos) << e.what();
+    }
+    // Looping over the recording is fine for any length.
+    nlohmann::json looping = gradients;
+    looping["loop"] = true;
+    EXPECT_NO_THROW(parse_gradient_source(JsonReader(looping, "gradients"), GradientContext{1, 3, 1, dir, 50}));
+  }
+}
+
 TEST(Replay, RankModeErrorRejectsMoreRanksThanRecorded)
 {
   const auto dir = scratch_dir("replay-ranks");

@@ -557,6 +557,17 @@ TEST(TrainingConfig, RejectsAWrongNAndAMissingDataset)
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.path(), "gradients.eval_samples");
   }
+  // Phantom data (dense algorithms only) moves no values to train on: refused at load, naming the path.
+  config = training_config("dense_ring", 0.01, 1, mlp_parameters(32));
+  config["workload"]["data"] = "phantom";
+  config["simulation"] = {{"verify", false}};
+  try {
+    parse_config(config, ".");
+    ADD_FAILURE() << "phantom data accepted for training";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "workload.data");
+    EXPECT_NE(e.expected().find("\"real\""), std::string::npos) << e.what();
+  }
   config = training_config("dense_ring", 0.01, 1, mlp_parameters(32));
   config["gradients"]["momentum"] = 0.9;
   EXPECT_THROW(parse_config(config, "."), ConfigError);

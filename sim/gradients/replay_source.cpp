@@ -162,6 +162,7 @@ private:
 struct ReplaySettings {
   std::string key;       // "gradients.file" or "gradients.files"
   std::string ranks_key; // "gradients.ranks"
+  std::string loop_key;  // "gradients.loop"
   std::string rank_mode; // "wrap" or "error"
 };
 
@@ -172,6 +173,15 @@ void check_rank_count(const ReplayMapping& mapping, const ReplaySettings& settin
     throw ConfigError(settings.ranks_key, in_quotes(settings.rank_mode),
                       fmt::format("\"wrap\", or a recording of at least the config's {} ranks ({} records {})",
                                   context.ranks, in_quotes(mapping.setting), mapping.ranks));
+}
+
+// With "loop": false, the recording must hold every iteration the run asks for.
+void check_iteration_count(const ReplayMapping& mapping, const ReplaySettings& settings, const GradientContext& context)
+{
+  if (!mapping.loop && mapping.has_iteration_axis && static_cast<std::size_t>(context.iterations) > mapping.iterations)
+    throw ConfigError(settings.loop_key, "false",
+                      fmt::format("true, or a recording of at least the config's {} iterations ({} records {})",
+                                  context.iterations, in_quotes(mapping.setting), mapping.iterations));
 }
 
 std::filesystem::path resolve(const std::filesystem::path& config_dir, const std::string& name)
@@ -210,6 +220,7 @@ std::unique_ptr<GradientSource> make_stack_replay(ReplayMapping mapping, const R
                       "at least one recorded iteration and rank: shape (iterations, ranks, n), "
                       "(ranks, n) or (n,)");
   check_rank_count(mapping, settings, context);
+  check_iteration_count(mapping, settings, context);
   return std::make_unique<StackReplay>(std::move(mapping), context.n, settings.rank_mode, path);
 }
 
@@ -281,6 +292,7 @@ std::unique_ptr<GradientSource> make_files_replay(ReplayMapping mapping, const R
         key, in_quotes(mapping.setting),
         fmt::format("a pattern matching recorded files: the first one, {}, does not exist", path_of(0, 0).string()));
   check_rank_count(mapping, settings, context);
+  check_iteration_count(mapping, settings, context);
   for (std::size_t it = 0; it < mapping.iterations; ++it)
     for (std::size_t r = 0; r < mapping.ranks; ++r) {
       const std::filesystem::path path = path_of(it, r);
@@ -311,6 +323,7 @@ std::unique_ptr<GradientSource> make_replay_source(JsonReader& gradients, const 
   ReplaySettings settings;
   settings.rank_mode = gradients.get_enum("ranks", {"wrap", "error"}, "wrap");
   settings.ranks_key = gradients.path_of("ranks");
+  settings.loop_key = gradients.path_of("loop");
   if (has_file == has_files)
     throw ConfigError(gradients.path(), has_file ? "both \"file\" and \"files\"" : "neither \"file\" nor \"files\"",
                       "one of \"file\" (an array of shape (iterations, ranks, n)) or \"files\" (a pattern such as "

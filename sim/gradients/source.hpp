@@ -46,6 +46,8 @@ struct GradientContext {
   std::uint64_t n = 0; // workload.n
   int ranks = 1;
   std::filesystem::path config_dir; // resolves relative file names (replay files, datasets)
+  int iterations = 0;               // the run's iterations (0: not known, e.g. gradient statistics)
+  bool phantom_data = false;        // workload.data "phantom": the collectives move no values
 };
 
 // Reads the config's "gradients" object: {"source": "uniform"} (default), {"source": "integers"}, ...

@@ -186,6 +186,10 @@ void TrainingSource::apply_dense_update(int iteration, std::span<const float> su
 
 std::unique_ptr<GradientSource> make_training_source(JsonReader& gradients, const GradientContext& context)
 {
+  if (context.phantom_data)
+    throw ConfigError("workload.data", "\"phantom\"",
+                      "\"real\" with gradients.source \"fashion_mnist_mlp\" (training applies the values the "
+                      "collective produces, and phantom data has none)");
   TrainingOptions options;
   const std::string dataset = gradients.get_string("dataset", kDefaultDataset);
   options.dataset =

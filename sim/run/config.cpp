@@ -63,8 +63,9 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
   if (config.workload.data == DataMode::phantom && config.is_sparse())
     throw ConfigError("workload.data", "\"phantom\"", "\"real\": sparse algorithms select from real values");
 
-  config.gradients = parse_gradient_source(root.optional_object("gradients"),
-                                           GradientContext{config.seed, config.workload.n, config.ranks, config_dir});
+  config.gradients = parse_gradient_source(
+      root.optional_object("gradients"), GradientContext{config.seed, config.workload.n, config.ranks, config_dir,
+                                                         config.iterations, config.workload.data == DataMode::phantom});
   // Selection settings are read (and checked) for every algorithm, so that one sweep can mix dense and sparse
   // algorithms; dense algorithms select nothing and ignore them.
   const SparseAllreduce* sparse = config.sparse_algorithm();
