@@ -1,5 +1,6 @@
 // Config loading: broken configs fail with exit status 2 and a message naming the field; docs/config.md
 // lists exactly the fields the loader reads.
+#include "algorithms/registry.hpp"
 #include "sim/run/config.hpp"
 #include "sparsim_cli.hpp"
 
@@ -190,4 +191,27 @@ TEST(Config, DocsListExactlyTheFieldsTheLoaderReads)
   for (const auto& field : documented)
     EXPECT_TRUE(log->count(field)) << "documented but never read by any config in configs/ or tests/configs/: "
                                    << field;
+}
+
+// configs/examples/ has a ready single-run config per registered algorithm (NAME.json, running NAME) and per
+// platform preset (platform_PRESET.json, on that preset); each loads (the test above loads every config).
+TEST(Config, ExamplesCoverEveryAlgorithmAndEveryPlatformPreset)
+{
+  const std::filesystem::path configs = std::filesystem::path(SPARSIM_SOURCE_DIR) / "configs";
+  for (const auto& entry : algorithm_registry()) {
+    const std::filesystem::path example = configs / "examples" / (entry.name + ".json");
+    SCOPED_TRACE(example.string());
+    ASSERT_TRUE(std::filesystem::exists(example));
+    EXPECT_EQ(load_config(example).algorithm->name(), entry.name);
+  }
+  std::size_t presets = 0;
+  for (const auto& preset : std::filesystem::directory_iterator(configs / "platforms")) {
+    const std::filesystem::path example =
+        configs / "examples" / ("platform_" + preset.path().stem().string() + ".json");
+    SCOPED_TRACE(example.string());
+    ASSERT_TRUE(std::filesystem::exists(example));
+    EXPECT_EQ(read_json_file(example).at("topology").at("file"), "platforms/" + preset.path().filename().string());
+    ++presets;
+  }
+  EXPECT_GE(presets, 4u);
 }

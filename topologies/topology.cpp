@@ -1,5 +1,7 @@
 // Topology specs (inline or from a platform file), rank placement and contention-free route figures.
 #include "topologies/topology.hpp"
+
+#include "sim/base/data_files.hpp"
 #include "topologies/builder.hpp"
 #include "topologies/network_graph.hpp"
 
@@ -54,8 +56,7 @@ std::unique_ptr<Topology> parse_topology(JsonReader topology, const std::filesys
   const std::string file = topology.get_string("file");
   topology.finish();
 
-  const std::filesystem::path candidates[] = {config_dir / file,
-                                              std::filesystem::path(SPARSIM_SOURCE_DIR) / "configs" / file};
+  const std::filesystem::path candidates[] = {config_dir / file, data_dir() / "configs" / file};
   const auto found = std::find_if(std::begin(candidates), std::end(candidates), [](const std::filesystem::path& path) {
     return std::filesystem::is_regular_file(path);
   });

@@ -1,5 +1,7 @@
 #include "sim/gradients/calibrated_source.hpp"
 
+#include "sim/base/data_files.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -155,7 +157,7 @@ ModelTable read_model_table(const std::filesystem::path& file)
 std::filesystem::path model_table_path(const std::string& model, const std::filesystem::path& config_dir)
 {
   if (model == "vgg16" || model == "lstm_an4" || model == "bert_base")
-    return std::filesystem::path(SPARSIM_SOURCE_DIR) / "configs" / "models" / (model + ".json");
+    return data_dir() / "configs" / "models" / (model + ".json");
   const std::filesystem::path path(model);
   return path.is_absolute() ? path : config_dir / path;
 }

@@ -1,5 +1,7 @@
 #include "sim/output/results.hpp"
 
+#include "sim/base/data_files.hpp"
+
 #include "sim/output/links.hpp"
 #include "sim/run/memory.hpp"
 
@@ -64,12 +66,18 @@ std::string ranks_csv(const RunOutput& output)
 Provenance collect_provenance(const std::string& command_line)
 {
   Provenance p;
-  const std::string git = fmt::format("git -C '{}' ", SPARSIM_SOURCE_DIR);
-  p.git_revision = run_command(git + "rev-parse HEAD 2>/dev/null");
+  if (running_installed()) {
+    // `cmake --install` recorded the source tree's revision beside the data files.
+    std::ifstream in(data_dir() / "revision");
+    std::getline(in, p.git_revision);
+  } else {
+    const std::string git = fmt::format("git -C '{}' ", SPARSIM_SOURCE_DIR);
+    p.git_revision = run_command(git + "rev-parse HEAD 2>/dev/null");
+    if (!p.git_revision.empty() && !run_command(git + "status --porcelain --untracked-files=no 2>/dev/null").empty())
+      p.git_revision += "-dirty";
+  }
   if (p.git_revision.empty())
     p.git_revision = "unknown";
-  else if (!run_command(git + "status --porcelain --untracked-files=no 2>/dev/null").empty())
-    p.git_revision += "-dirty";
   p.simgrid_version = simgrid_version();
   p.command_line = command_line;
   return p;
