@@ -29,6 +29,7 @@ struct ClosedForm {
   Seconds time = 0;
   double bytes_sent_per_rank = 0;
   double bytes_recv_per_rank = 0;
+  double messages = 0; // messages one call posts, all ranks together (sparsim validate, run progress)
   std::string formula; // the expression, for reports: "2(P-1)(alpha + (n/P) w beta)"
 };
 

@@ -38,6 +38,7 @@ public:
       cf.bytes_sent_per_rank += vector_bytes;
     }
     cf.bytes_recv_per_rank = cf.bytes_sent_per_rank;
+    cf.messages = 2.0 * fold.p2() * fold.log2_p2() + 2 * fold.rem();
     cf.formula = "2 log2(p2) alpha + 2 n (p2-1)/p2 w beta, + 2(alpha + n w beta) to fold when P is not a power "
                  "of two";
     return cf;

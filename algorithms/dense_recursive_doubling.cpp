@@ -30,6 +30,7 @@ public:
     cf.time = rounds * message;
     cf.bytes_sent_per_rank = (fold.log2_p2() + (fold.rem() > 0 ? 1 : 0)) * vector_bytes;
     cf.bytes_recv_per_rank = cf.bytes_sent_per_rank;
+    cf.messages = static_cast<double>(fold.p2()) * fold.log2_p2() + 2 * fold.rem();
     cf.formula = "log2(p2)(alpha + n w beta), + 2(alpha + n w beta) to fold when P is not a power of two";
     return cf;
   }

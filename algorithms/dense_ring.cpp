@@ -28,6 +28,7 @@ public:
     cf.time = 2 * (P - 1) * (in.alpha + block_bytes * in.seconds_per_byte);
     cf.bytes_sent_per_rank = 2 * (P - 1) * block_bytes;
     cf.bytes_recv_per_rank = cf.bytes_sent_per_rank;
+    cf.messages = 2 * P * (P - 1);
     cf.formula = "2(P-1)(alpha + (n/P) w beta)";
     return cf;
   }

@@ -61,6 +61,7 @@ public:
     cf.bytes_sent_per_rank = rounds * set_bytes; // the root: one message per broadcast step
     cf.bytes_recv_per_rank = rounds * set_bytes; // the root: one message per reduction round
     cf.time = 2 * rounds * in.alpha + 2 * rounds * set_bytes * in.seconds_per_byte;
+    cf.messages = 2.0 * (in.ranks - 1); // every rank but the root sends once up the tree and receives once down
     cf.formula = "2 ceil(log2 P) alpha + 2 ceil(log2 P) k e beta";
     return cf;
   }

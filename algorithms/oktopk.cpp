@@ -148,6 +148,9 @@ public:
     cf.bytes_sent_per_rank = 3 * in.k * (P - 1) / P * element; // 6k(P-1)/P words
     cf.bytes_recv_per_rank = cf.bytes_sent_per_rank;
     cf.time = (2 * P + 2 * std::ceil(std::log2(P))) * in.alpha + cf.bytes_sent_per_rank * in.seconds_per_byte;
+    // Counts and split to every other rank, two Bruck allgathers (global counts, allgatherv), at most one
+    // data-balancing message per rank; a re-evaluation iteration posts a few less.
+    cf.messages = P > 1 ? 2 * P * (P - 1) + 2 * P * std::ceil(std::log2(P)) + P : 0;
     cf.formula = "upper bound, non-re-evaluation iteration: (2P + 2 log P) alpha + 6k(P-1)/P words beta";
     return cf;
   }

@@ -77,6 +77,7 @@ public:
       }
       cf.time += in.alpha + filled(members(0, distance)) * e * in.seconds_per_byte;
     }
+    cf.messages = static_cast<double>(fold.p2()) * fold.log2_p2() + 2 * fold.rem();
     cf.bytes_sent_per_rank = *std::max_element(sent.begin(), sent.end());
     cf.bytes_recv_per_rank = *std::max_element(received.begin(), received.end());
     cf.formula = "sum over log2(p2) rounds i of (alpha + min(2^i k, n) e beta), disjoint selections (worst-case "

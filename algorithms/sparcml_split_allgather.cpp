@@ -168,6 +168,8 @@ public:
         waves * in.alpha + scatter_bytes * in.seconds_per_byte + steps * in.alpha + gather_bytes * in.seconds_per_byte;
     if (encoding_ == Encoding::global)
       cf.time += steps * in.alpha + count_bytes * in.seconds_per_byte;
+    // Reduce-scatter to every other rank, Bruck allgather (and the global switch's Bruck allgather of counts).
+    cf.messages = P * (P - 1) + P * steps * (encoding_ == Encoding::global ? 2 : 1);
 
     std::string gather = "u e";
     if (encoding_ == Encoding::per_region)

@@ -40,6 +40,7 @@ public:
     cf.bytes_sent_per_rank = in.k * (P - 1) * element;
     cf.bytes_recv_per_rank = cf.bytes_sent_per_rank;
     cf.time = steps * in.alpha + cf.bytes_recv_per_rank * in.seconds_per_byte;
+    cf.messages = P * steps;
     cf.formula = allgather_ == "ring" ? "(P-1) alpha + k(P-1) e beta" : "ceil(log2 P) alpha + k(P-1) e beta";
     return cf;
   }

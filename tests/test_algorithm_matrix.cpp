@@ -158,6 +158,10 @@ void check_dense(const Case& c, Claim claim)
   if (claim == Claim::none)
     return;
   const ClosedForm cf = algorithm->closed_form({P, n, 0, WireFormat{}, kAlpha, 1.0 / kStarBandwidth});
+  double messages = 0;
+  for (int r = 0; r < P; ++r)
+    messages += static_cast<double>(run.ranks[r].total.msgs_sent);
+  EXPECT_EQ(messages, cf.messages) << "messages posted by all ranks";
   expect_time(time, cf.time, claim, "time, closed form " + cf.formula);
   expect_bytes(sent, cf.bytes_sent_per_rank, claim, "bytes sent by the busiest rank");
   expect_bytes(received, cf.bytes_recv_per_rank, claim, "bytes received by the busiest rank");
@@ -212,8 +216,9 @@ void check_sparse(const Case& c, Claim claim)
     if (claim == Claim::none || (claim == Claim::bound && outcomes[0].report.reevaluation))
       continue;
     ++checked_iterations;
-    double time = 0, sent = 0, received = 0;
+    double time = 0, sent = 0, received = 0, messages = 0;
     for (int r = 0; r < P; ++r) {
+      messages += static_cast<double>(outcomes[r].total.msgs_sent);
       time = std::max(time, outcomes[r].time);
       sent = std::max(sent, static_cast<double>(outcomes[r].total.bytes_sent));
       received = std::max(received, static_cast<double>(outcomes[r].total.bytes_recv));
@@ -221,6 +226,13 @@ void check_sparse(const Case& c, Claim claim)
     expect_time(time, cf.time, claim, "time, closed form " + cf.formula);
     expect_bytes(sent, cf.bytes_sent_per_rank, claim, "bytes sent by the busiest rank");
     expect_bytes(received, cf.bytes_recv_per_rank, claim, "bytes received by the busiest rank");
+    // The message count (what validate's estimate and the run's progress use); a bound within 10% of it.
+    if (claim == Claim::exact) {
+      EXPECT_EQ(messages, cf.messages) << "messages posted by all ranks";
+    } else {
+      EXPECT_LE(messages, cf.messages) << "messages posted by all ranks";
+      EXPECT_GE(messages, 0.9 * cf.messages) << "messages posted by all ranks";
+    }
   }
   if (claim != Claim::none) {
     EXPECT_GT(checked_iterations, 0) << "no iteration to which the closed form applies";

@@ -215,3 +215,43 @@ TEST(Config, ExamplesCoverEveryAlgorithmAndEveryPlatformPreset)
   }
   EXPECT_GE(presets, 4u);
 }
+
+// `validate` states the messages a run will post (from the closed forms' counts, dense warm-up included):
+// the run posts exactly that many (ranks.csv) for algorithms whose count is exact. It also estimates the wall
+// time and warns about long runs.
+TEST(Config, ValidateCountsTheMessagesTheRunPosts)
+{
+  struct Case {
+    std::string algorithm;
+    int warmup;
+  };
+  for (const Case& c : {Case{"dense_ring", 0}, Case{"topka", 1}, Case{"sparcml_ssar_split_allgather", 0}}) {
+    SCOPED_TRACE(c.algorithm);
+    auto config = star_run_config("count", 6, 4, c.algorithm, 6000, 0.02);
+    if (c.warmup > 0)
+      config["selection"] = {{"warmup_iterations", c.warmup}};
+    const auto dir = scratch_dir("validate-count-" + c.algorithm);
+    std::ofstream(dir / "config.json") << config.dump();
+    const CliResult checked = run_cli("validate " + (dir / "config.json").string());
+    ASSERT_EQ(checked.exit_code, 0) << checked.output;
+    std::smatch said;
+    ASSERT_TRUE(std::regex_search(checked.output, said, std::regex(R"(messages (\d+) in all)"))) << checked.output;
+    EXPECT_NE(checked.output.find("wall     about"), std::string::npos) << checked.output;
+
+    const CliResult ran = run_config(config, "validate-run-" + c.algorithm);
+    ASSERT_EQ(ran.exit_code, 0) << ran.output;
+    std::uint64_t posted = 0;
+    for (const auto& row : read_csv(ran.dir / "ranks.csv"))
+      posted += std::stoull(row.at("msgs_sent"));
+    EXPECT_EQ(std::to_string(posted), said[1].str());
+  }
+  // A run estimated at hours is flagged, with the way to stop it cleanly.
+  auto big = star_run_config("big", 4096, 20, "oktopk", 1 << 20, 0.01);
+  big["selection"] = {{"residual", "none"}};
+  const auto dir = scratch_dir("validate-long");
+  std::ofstream(dir / "config.json") << big.dump();
+  const CliResult r = run_cli("validate " + (dir / "config.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("warning  a long run"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--time-limit"), std::string::npos) << r.output;
+}

@@ -8,6 +8,7 @@
 #include "sim/run/driver.hpp"
 #include "sim/run/gradient_stats.hpp"
 #include "sim/run/memory.hpp"
+#include "sim/run/wall_estimate.hpp"
 #include "topologies/network_graph.hpp"
 
 #include <charconv>
@@ -263,6 +264,24 @@ int command_run(const Arguments& args, const std::string& command_line)
   return output.completed_iterations < config.iterations ? 3 : 0;
 }
 
+// A count for people: "624", "134.9 k", "67.3 M".
+std::string count_text(double count)
+{
+  if (count < 1e4)
+    return fmt::format("{:.0f}", count);
+  return count < 1e7 ? fmt::format("{:.1f} k", count / 1e3) : fmt::format("{:.1f} M", count / 1e6);
+}
+
+// A wall-clock duration for people: "40 s", "12 min", "2.5 h".
+std::string wall_time_text(double seconds)
+{
+  if (seconds < 90)
+    return fmt::format("{:.0f} s", std::max(seconds, 1.0));
+  if (seconds < 90 * 60)
+    return fmt::format("{:.0f} min", seconds / 60);
+  return fmt::format("{:.1f} h", seconds / 3600);
+}
+
 int command_validate(const Arguments& args)
 {
   const sparsim::ExperimentConfig config = sparsim::load_config(args.config);
@@ -273,12 +292,31 @@ int command_validate(const Arguments& args)
   const std::string network = config.network.simgrid_flows()
                                   ? config.network.model + " (SimGrid's flows; \"LinkLevel\" is much faster at scale)"
                                   : config.network.model + " (the link-level model; \"CM02\" is the reference)";
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const sparsim::WallEstimate wall = sparsim::estimate_wall_time(config, threads);
   fmt::print("{}: valid\n  {} on {} ranks, n = {}, {} iteration(s)\n  platform {}\n  network  {}\n  routes latency "
              "{} .. {}, bottleneck bandwidth {} .. {}\n  memory   about {} ({})\n",
              args.config, config.algorithm->name(), config.ranks, config.workload.n, config.iterations,
              config.topology->describe(), network, sparsim::format_duration(routes.latency_min),
              sparsim::format_duration(routes.latency_max), sparsim::format_bandwidth(routes.bandwidth_min),
              sparsim::format_bandwidth(routes.bandwidth_max), sparsim::format_bytes(memory.bytes), memory.breakdown);
+  fmt::print("  messages {} in all, {} per iteration{}\n", count_text(wall.messages),
+             count_text(wall.messages_per_iteration),
+             config.algorithm->name() == "oktopk" ? " (Ok-Topk: at most; data balancing varies)" : "");
+  const std::string parts = config.is_sparse()
+                                ? fmt::format(" on {} thread(s): selection stage {}, simulation {}", threads,
+                                              wall_time_text(wall.selection_stage), wall_time_text(wall.network))
+                                : "";
+  fmt::print("  wall     about {}{} (rough, within about 3x: host costs measured on a 2-core machine, "
+             "docs/benchmarks.md)\n",
+             wall_time_text(wall.total()), parts);
+  if (wall.total() > 3600)
+    fmt::print(
+        "  warning  a long run (about {}){}; sparsim run --time-limit stops it cleanly with the iterations done\n",
+        wall_time_text(wall.total()),
+        config.network.simgrid_flows() && wall.network > wall.selection_stage
+            ? ": network.model \"LinkLevel\" simulates the network many times faster at scale"
+            : "");
   return 0;
 }
 

@@ -22,6 +22,7 @@ Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void
   received.msgs_recv += 1;
   received.bytes_recv += bytes;
   world_.link_loads().add(rank_, dest, bytes, iteration_);
+  world_.count_message();
 
   Request request;
   request.peer_ = dest;

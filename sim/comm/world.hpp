@@ -10,6 +10,8 @@
 #include "sim/comm/transport.hpp"
 #include "sim/data/wire.hpp"
 
+#include <atomic>
+#include <cstdint>
 #include <utility>
 
 namespace sparsim {
@@ -46,6 +48,10 @@ public:
   SharedResults& shared_results() { return shared_results_; }
   const SharedResults& shared_results() const { return shared_results_; }
 
+  // Messages posted so far by all ranks (the run's progress display reads it from another thread).
+  void count_message() { messages_posted_.fetch_add(1, std::memory_order_relaxed); }
+  std::uint64_t messages_posted() const { return messages_posted_.load(std::memory_order_relaxed); }
+
   // A zero-cost barrier that lines all ranks up at the same simulated time (between iterations); `rank` calls.
   void align_ranks(RankId rank) { transport_.align_ranks(rank); }
   // Hands a rank its counters since the last call (one entry per phase id) and resets them.
@@ -62,6 +68,7 @@ private:
   LinkLoadCounter link_loads_;
   TraceRecorder trace_;
   SharedResults shared_results_;
+  std::atomic<std::uint64_t> messages_posted_ = 0;
 };
 
 } // namespace sparsim

@@ -150,9 +150,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   RunState run{.config = config,
                .world = world,
                .threads = options.threads,
-               .show_progress = show_progress,
                .wall_start = wall_start,
-               .last_progress = wall_start,
                .wall_limit = options.wall_limit};
   world.set_reduction_bandwidth(config.compute.charged_reduction_bandwidth());
   world.trace().trace_iteration(options.trace_iteration, config.ranks);
@@ -166,6 +164,8 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
     selection_stage = std::make_unique<SelectionStage>(config);
   }
 
+  RunProgress display(show_progress, config.iterations, out.closed_form.messages, world, selection_stage.get());
+  run.display = &display;
   const int finished_ranks = run_rank_actors(network.rank_hosts, [&](RankId rank) {
     if (sparse_verifier)
       run_sparse_rank(run, *selection_stage, *sparse_verifier, dense_verifier, rank);

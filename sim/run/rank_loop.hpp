@@ -7,6 +7,7 @@
 
 #include "sim/comm/communicator.hpp"
 #include "sim/run/config.hpp"
+#include "sim/run/progress.hpp"
 #include "sim/run/selection_stage.hpp"
 #include "sim/run/verification.hpp"
 
@@ -33,9 +34,8 @@ struct RunState {
   std::vector<std::vector<RankIteration>> records = {}; // [iteration][rank]
   int threads = 1;                                      // for the selection stage
   double verify_max_error = 0;
-  bool show_progress = true;
+  RunProgress* display = nullptr; // what the run shows on standard error (null: nothing)
   std::chrono::steady_clock::time_point wall_start;
-  std::chrono::steady_clock::time_point last_progress;
   std::vector<Seconds> iteration_wall = {}; // see RunOutput
   std::vector<Seconds> selection_wall = {}; // see RunOutput; [iteration], sized by the driver
   Seconds wall_limit = 0;                   // 0: none
@@ -59,15 +59,11 @@ struct RunState {
   }
   void progress(RankId rank, int iteration)
   {
-    const auto now = std::chrono::steady_clock::now();
-    if (rank == 0)
-      iteration_wall.push_back(std::chrono::duration<double>(now - wall_start).count());
-    if (!show_progress || rank != 0 ||
-        (now - last_progress < std::chrono::seconds(2) && iteration + 1 != config.iterations))
+    if (rank != 0)
       return;
-    fmt::print(stderr, "  iteration {}/{} done: simulated {:.6g} s, wall {:.1f} s\n", iteration + 1, config.iterations,
-               world.transport().now(), std::chrono::duration<double>(now - wall_start).count());
-    last_progress = now;
+    iteration_wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count());
+    if (display)
+      display->iteration_finished(iteration, world.transport().now());
   }
 };
 

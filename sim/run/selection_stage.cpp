@@ -14,11 +14,14 @@ void SelectionStage::prepare(int iteration, int threads)
     threads = 1;
   threads = std::max(1, std::min(threads, config_.ranks));
   std::vector<std::exception_ptr> failures(threads);
+  ranks_prepared_ = 0;
   auto work = [&](int first) {
     try {
       std::vector<float> gradient(config_.workload.n);
-      for (RankId rank = first; rank < config_.ranks; rank += threads)
+      for (RankId rank = first; rank < config_.ranks; rank += threads) {
         prepare_rank(rank, iteration, gradient);
+        ranks_prepared_.fetch_add(1, std::memory_order_relaxed);
+      }
     } catch (...) {
       failures[first] = std::current_exception();
     }

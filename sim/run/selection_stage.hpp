@@ -7,6 +7,7 @@
 #include "sim/run/config.hpp"
 #include "sim/run/selection.hpp"
 
+#include <atomic>
 #include <vector>
 
 namespace sparsim {
@@ -33,6 +34,8 @@ public:
 
   // Prepares every rank's selection for `iteration` with up to `threads` host threads.
   void prepare(int iteration, int threads);
+  // Ranks prepared so far by the running prepare() (the run's progress display reads it from another thread).
+  int ranks_prepared() const { return ranks_prepared_.load(std::memory_order_relaxed); }
 
   // The rank's prepared selection, charged in simulated time by the compute model (phase "selection").
   SparseVector take_and_charge(Communicator& comm);
@@ -58,7 +61,8 @@ private:
   bool keep_residual_;
   std::vector<std::vector<float>> residuals_; // [rank], allocated at the first sparse iteration
   std::vector<LocalSelector> selectors_;      // [rank]: the reused thresholds
-  std::vector<Prepared> prepared_;            // [rank]: this iteration's selections
+  std::atomic<int> ranks_prepared_ = 0;
+  std::vector<Prepared> prepared_; // [rank]: this iteration's selections
 };
 
 } // namespace sparsim
