@@ -50,8 +50,8 @@ void RunProgress::iteration_finished(int iteration, Seconds simulated_now)
     return;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double remaining = elapsed / (iteration + 1) * (iterations_ - iteration - 1);
-  fmt::print(stderr, "{}  iteration {}/{} done: simulated {:.6g} s, wall {:.1f} s{}\n",
-             status_shown_ ? "\r\033[K" : "", iteration + 1, iterations_, simulated_now, elapsed,
+  fmt::print(stderr, "{}  iteration {}/{} done: simulated {:.6g} s, wall {:.1f} s{}\n", status_shown_ ? "\r\033[K" : "",
+             iteration + 1, iterations_, simulated_now, elapsed,
              iteration + 1 < iterations_ ? fmt::format(", about {:.0f} s left", remaining) : "");
   status_shown_ = false;
   last_iteration_line_ = now;

@@ -44,9 +44,9 @@ private:
   mutable std::mutex mutex_; // guards everything below and standard error
   std::condition_variable wake_;
   bool stopping_ = false;
-  int iteration_ = 0;                            // the running iteration
-  Clock::time_point iteration_start_ = start_;   // its wall-clock start
-  std::uint64_t messages_at_start_ = 0;          // messages posted before it
+  int iteration_ = 0;                          // the running iteration
+  Clock::time_point iteration_start_ = start_; // its wall-clock start
+  std::uint64_t messages_at_start_ = 0;        // messages posted before it
   Clock::time_point last_iteration_line_ = start_;
   Clock::time_point last_status_ = start_;
   bool status_shown_ = false; // a status line is on the terminal (to be cleared)

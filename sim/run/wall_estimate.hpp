@@ -14,7 +14,7 @@
 namespace sparsim {
 
 struct WallEstimate {
-  double messages = 0;         // posted by all ranks over the run
+  double messages = 0; // posted by all ranks over the run
   double messages_per_iteration = 0;
   Seconds selection_stage = 0; // host time preparing the sparse ranks' selections, on `threads` threads
   Seconds network = 0;         // host time of the simulation itself: messages, collectives' local work
