@@ -29,8 +29,9 @@ struct ClosedForm {
   Seconds time = 0;
   double bytes_sent_per_rank = 0;
   double bytes_recv_per_rank = 0;
-  double messages = 0; // messages one call posts, all ranks together (sparsim validate, run progress)
-  std::string formula; // the expression, for reports: "2(P-1)(alpha + (n/P) w beta)"
+  double messages = 0;               // messages one call posts, all ranks together (validate, run progress)
+  bool messages_upper_bound = false; // `messages` is a bound (the count depends on the data)
+  std::string formula;               // the expression, for reports: "2(P-1)(alpha + (n/P) w beta)"
 };
 
 class Algorithm {

@@ -151,6 +151,7 @@ public:
     // Counts and split to every other rank, two Bruck allgathers (global counts, allgatherv), at most one
     // data-balancing message per rank; a re-evaluation iteration posts a few less.
     cf.messages = P > 1 ? 2 * P * (P - 1) + 2 * P * std::ceil(std::log2(P)) + P : 0;
+    cf.messages_upper_bound = true;
     cf.formula = "upper bound, non-re-evaluation iteration: (2P + 2 log P) alpha + 6k(P-1)/P words beta";
     return cf;
   }

@@ -85,7 +85,7 @@ def load_rows(sweep):
 
 
 def with_speedups(rows):
-    ring = next((r for r in rows if r["label"] == LABELS["dense_ring"]), None)
+    ring = next((r for r in rows if r["algorithm"] == "dense_ring"), None)
     for r in rows:
         r["speedup"] = ring["total"] / r["total"] if ring else float("nan")
     return rows

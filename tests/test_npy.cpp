@@ -518,14 +518,20 @@ TEST(Replay, PatternWithoutIterationIsTheSameInEveryIteration)
     EXPECT_EQ(generated(*source, 1, it, 3), expected_gradient(1, 1, 3));
 }
 
+// Two recordings of 2 iterations of 1 rank and n = 3 in `dir` (one .npy stack, one file per iteration), and
+// the replay settings of each with "loop": false.
+std::vector<nlohmann::json> unlooped_recordings(const std::filesystem::path& dir)
+{
+  write_npy(dir / "stack.npy", recorded_stack(2, 1, 3), {2, 1, 3});
+  write_recorded_files(dir, 2, 1, 3);
+  return {{{"source", "replay"}, {"file", "stack.npy"}, {"loop", false}},
+          {{"source", "replay"}, {"files", "dumps/it{iteration}_rank{rank}.npy"}, {"loop", false}}};
+}
+
 TEST(Replay, WithoutLoopAnIterationBeyondTheRecordingIsAnError)
 {
   const auto dir = scratch_dir("replay-noloop");
-  write_npy(dir / "stack.npy", recorded_stack(2, 1, 3), {2, 1, 3});
-  write_recorded_files(dir, 2, 1, 3);
-  for (const nlohmann::json& gradients :
-       {nlohmann::json{{"source", "replay"}, {"file", "stack.npy"}, {"loop", false}},
-        nlohmann::json{{"source", "replay"}, {"files", "dumps/it{iteration}_rank{rank}.npy"}, {"loop", false}}}) {
+  for (const nlohmann::json& gradients : unlooped_recordings(dir)) {
     const auto source = replay(gradients, dir, 3, 1);
     EXPECT_EQ(generated(*source, 0, 1, 3), expected_gradient(1, 0, 3));
     try {
@@ -543,11 +549,7 @@ TEST(Replay, WithoutLoopAnIterationBeyondTheRecordingIsAnError)
 TEST(Replay, WithoutLoopARunLongerThanTheRecordingIsRefusedAtLoad)
 {
   const auto dir = scratch_dir("replay-noloop-load");
-  write_npy(dir / "stack.npy", recorded_stack(2, 1, 3), {2, 1, 3});
-  write_recorded_files(dir, 2, 1, 3);
-  for (const nlohmann::json& gradients :
-       {nlohmann::json{{"source", "replay"}, {"file", "stack.npy"}, {"loop", false}},
-        nlohmann::json{{"source", "replay"}, {"files", "dumps/it{iteration}_rank{rank}.npy"}, {"loop", false}}}) {
+  for (const nlohmann::json& gradients : unlooped_recordings(dir)) {
     SCOPED_TRACE(gradients.dump());
     for (int iterations : {1, 2}) // as many as recorded, or fewer: accepted
       EXPECT_NO_THROW(

@@ -5,7 +5,7 @@
 namespace sparsim {
 namespace {
 
-// PREFIX/share/sparsim for a binary at PREFIX/bin/sparsim, when that folder holds sparsim's configs.
+// PREFIX/share/sparsim for a binary at PREFIX/bin/sparsim, when that folder holds sparsim's configs; else empty.
 std::filesystem::path installed_share_dir()
 {
   std::error_code error;
@@ -18,17 +18,15 @@ std::filesystem::path installed_share_dir()
 
 } // namespace
 
-bool running_installed()
-{
-  static const bool installed = !installed_share_dir().empty();
-  return installed;
-}
-
 const std::filesystem::path& data_dir()
 {
-  static const std::filesystem::path dir =
-      running_installed() ? installed_share_dir() : std::filesystem::path(SPARSIM_SOURCE_DIR);
+  static const std::filesystem::path dir = [] {
+    const std::filesystem::path installed = installed_share_dir();
+    return installed.empty() ? std::filesystem::path(SPARSIM_SOURCE_DIR) : installed;
+  }();
   return dir;
 }
+
+bool running_installed() { return data_dir() != std::filesystem::path(SPARSIM_SOURCE_DIR); }
 
 } // namespace sparsim

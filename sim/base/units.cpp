@@ -92,6 +92,16 @@ std::string format_duration(Seconds s)
   return fmt::format("{:.3f}ns", s * 1e9);
 }
 
+std::string format_wall_time(double seconds)
+{
+  const long s = std::lround(seconds);
+  if (s < 60)
+    return fmt::format("{}s", s);
+  if (s < 3600)
+    return fmt::format("{}m{:02d}s", s / 60, s % 60);
+  return fmt::format("{}h{:02d}m", s / 3600, s % 3600 / 60);
+}
+
 std::string format_bandwidth(BytesPerSecond b) { return fmt::format("{:.3g}GB/s", b / 1e9); }
 
 std::string format_bytes(double bytes)

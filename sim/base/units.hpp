@@ -29,5 +29,7 @@ std::optional<Bytes> parse_bytes(std::string_view text);
 std::string format_duration(Seconds s);
 std::string format_bandwidth(BytesPerSecond b);
 std::string format_bytes(double bytes);
+// Host wall-clock time for progress lines and estimates: "40s", "1m57s", "2h05m".
+std::string format_wall_time(double seconds);
 
 } // namespace sparsim

@@ -242,8 +242,7 @@ int command_run(const Arguments& args, const std::string& command_line)
     std::filesystem::remove(out / file);
   sparsim::RunOptions options;
   options.show_progress = !args.quiet;
-  options.threads =
-      args.threads > 0 ? args.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.threads = args.threads > 0 ? args.threads : sparsim::machine_cores();
   options.wall_limit = args.time_limit;
   if (!args.trace.empty()) {
     options.trace_iteration = args.trace_iteration >= 0 ? args.trace_iteration : config.iterations - 1;
@@ -272,16 +271,6 @@ std::string count_text(double count)
   return count < 1e7 ? fmt::format("{:.1f} k", count / 1e3) : fmt::format("{:.1f} M", count / 1e6);
 }
 
-// A wall-clock duration for people: "40 s", "12 min", "2.5 h".
-std::string wall_time_text(double seconds)
-{
-  if (seconds < 90)
-    return fmt::format("{:.0f} s", std::max(seconds, 1.0));
-  if (seconds < 90 * 60)
-    return fmt::format("{:.0f} min", seconds / 60);
-  return fmt::format("{:.1f} h", seconds / 3600);
-}
-
 int command_validate(const Arguments& args)
 {
   const sparsim::ExperimentConfig config = sparsim::load_config(args.config);
@@ -292,7 +281,7 @@ int command_validate(const Arguments& args)
   const std::string network = config.network.simgrid_flows()
                                   ? config.network.model + " (SimGrid's flows; \"LinkLevel\" is much faster at scale)"
                                   : config.network.model + " (the link-level model; \"CM02\" is the reference)";
-  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = sparsim::machine_cores();
   const sparsim::WallEstimate wall = sparsim::estimate_wall_time(config, threads);
   fmt::print("{}: valid\n  {} on {} ranks, n = {}, {} iteration(s)\n  platform {}\n  network  {}\n  routes latency "
              "{} .. {}, bottleneck bandwidth {} .. {}\n  memory   about {} ({})\n",
@@ -302,18 +291,18 @@ int command_validate(const Arguments& args)
              sparsim::format_bandwidth(routes.bandwidth_max), sparsim::format_bytes(memory.bytes), memory.breakdown);
   fmt::print("  messages {} in all, {} per iteration{}\n", count_text(wall.messages),
              count_text(wall.messages_per_iteration),
-             config.algorithm->name() == "oktopk" ? " (Ok-Topk: at most; data balancing varies)" : "");
-  const std::string parts = config.is_sparse()
-                                ? fmt::format(" on {} thread(s): selection stage {}, simulation {}", threads,
-                                              wall_time_text(wall.selection_stage), wall_time_text(wall.network))
-                                : "";
+             wall.messages_upper_bound ? " (at most: the count depends on the data)" : "");
+  const std::string parts = config.is_sparse() ? fmt::format(" on {} thread(s): selection stage {}, simulation {}",
+                                                             threads, sparsim::format_wall_time(wall.selection_stage),
+                                                             sparsim::format_wall_time(wall.network))
+                                               : "";
   fmt::print("  wall     about {}{} (rough, within about 3x: host costs measured on a 2-core machine, "
              "docs/benchmarks.md)\n",
-             wall_time_text(wall.total()), parts);
+             sparsim::format_wall_time(wall.total()), parts);
   if (wall.total() > 3600)
     fmt::print(
         "  warning  a long run (about {}){}; sparsim run --time-limit stops it cleanly with the iterations done\n",
-        wall_time_text(wall.total()),
+        sparsim::format_wall_time(wall.total()),
         config.network.simgrid_flows() && wall.network > wall.selection_stage
             ? ": network.model \"LinkLevel\" simulates the network many times faster at scale"
             : "");
@@ -367,7 +356,7 @@ int command_sweep(const Arguments& args)
   const sparsim::Sweep sweep = sparsim::load_sweep(args.config);
   sparsim::SweepOptions options;
   options.out = args.out.empty() ? std::filesystem::path("results") / sweep.name : std::filesystem::path(args.out);
-  options.jobs = args.jobs > 0 ? args.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  options.jobs = args.jobs > 0 ? args.jobs : sparsim::machine_cores();
   options.threads = args.threads;
   options.resume = args.resume;
   options.executable = std::filesystem::canonical("/proc/self/exe").string();

@@ -221,7 +221,7 @@ pid_t start_point(const SweepOptions& options, const std::filesystem::path& dir,
   const std::string log = (dir / "run.log").string();
   // By default the cores are shared between the points running at once (each point's selection stage uses
   // threads).
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const auto cores = static_cast<unsigned>(machine_cores());
   const unsigned shared = std::max(1u, cores / static_cast<unsigned>(options.jobs));
   const std::string threads = std::to_string(options.threads > 0 ? static_cast<unsigned>(options.threads) : shared);
   const pid_t sweep_pid = getpid();
@@ -253,16 +253,6 @@ pid_t start_point(const SweepOptions& options, const std::filesystem::path& dir,
   if (pid < 0)
     throw std::runtime_error("sweep: cannot start a process");
   return pid;
-}
-
-std::string format_wall(double seconds)
-{
-  const long s = std::lround(seconds);
-  if (s < 60)
-    return fmt::format("{}s", s);
-  if (s < 3600)
-    return fmt::format("{}m{:02d}s", s / 60, s % 60);
-  return fmt::format("{}h{:02d}m", s / 3600, s % 3600 / 60);
 }
 
 enum class PointEnd { done, failed, stopped };
@@ -317,10 +307,10 @@ private:
   std::string figures() const
   {
     const double elapsed_s = elapsed();
-    const std::string remaining = finished_ == 0
-                                      ? "remaining time not known yet"
-                                      : "about " + format_wall(elapsed_s / finished_ * (to_run_ - finished_)) + " left";
-    return fmt::format("{}/{} points done, elapsed {}, {}", complete_ + finished_, total_, format_wall(elapsed_s),
+    const std::string remaining =
+        finished_ == 0 ? "remaining time not known yet"
+                       : "about " + format_wall_time(elapsed_s / finished_ * (to_run_ - finished_)) + " left";
+    return fmt::format("{}/{} points done, elapsed {}, {}", complete_ + finished_, total_, format_wall_time(elapsed_s),
                        remaining);
   }
   void redraw()

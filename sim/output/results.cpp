@@ -1,7 +1,6 @@
 #include "sim/output/results.hpp"
 
 #include "sim/base/data_files.hpp"
-
 #include "sim/output/links.hpp"
 #include "sim/run/memory.hpp"
 

@@ -53,6 +53,11 @@ struct ExperimentConfig {
 
   // The config with every default filled in, as written into result manifests.
   nlohmann::json resolved() const;
+  // The closed forms' inputs for this problem on a platform of per-message `alpha` and `seconds_per_byte`.
+  CostInputs cost_inputs(Seconds alpha = 0, double seconds_per_byte = 0) const
+  {
+    return {ranks, workload.n, workload.k, workload.wire, alpha, seconds_per_byte};
+  }
 };
 
 // Parses a config document. `config_dir` resolves relative file references (platform files).

@@ -125,7 +125,6 @@ void add_iteration_rows(int iteration, const std::vector<RankIteration>& ranks, 
 
 RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& options)
 {
-  const bool show_progress = options.show_progress;
   const auto wall_start = std::chrono::steady_clock::now();
 
   start_engine(config.network);
@@ -136,12 +135,8 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
 
   RunOutput out;
   out.routes = summarize_routes(*config.topology, graph, rank_nodes);
-  out.cost_inputs.ranks = config.ranks;
-  out.cost_inputs.n = config.workload.n;
-  out.cost_inputs.k = config.workload.k;
-  out.cost_inputs.wire = config.workload.wire;
-  out.cost_inputs.alpha = out.routes.latency_max;
-  out.cost_inputs.seconds_per_byte = out.routes.bandwidth_min > 0 ? 1.0 / out.routes.bandwidth_min : 0.0;
+  out.cost_inputs =
+      config.cost_inputs(out.routes.latency_max, out.routes.bandwidth_min > 0 ? 1.0 / out.routes.bandwidth_min : 0.0);
   out.closed_form = config.algorithm->closed_form(out.cost_inputs);
 
   Transport& transport = *network.transport;
@@ -164,7 +159,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
     selection_stage = std::make_unique<SelectionStage>(config);
   }
 
-  RunProgress display(show_progress, config.iterations, out.closed_form.messages, world, selection_stage.get());
+  RunProgress display(options.show_progress, config.iterations, out.closed_form.messages, world, selection_stage.get());
   run.display = &display;
   const int finished_ranks = run_rank_actors(network.rank_hosts, [&](RankId rank) {
     if (sparse_verifier)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <unistd.h>
 
 namespace sparsim {
@@ -59,6 +60,8 @@ double physical_memory_bytes()
 {
   return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
 }
+
+int machine_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
 void check_memory(const ExperimentConfig& config)
 {

@@ -22,6 +22,8 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config);
 
 // Physical memory of this machine in bytes.
 double physical_memory_bytes();
+// Cores of this machine (at least 1): the default thread and job counts.
+int machine_cores();
 
 // Throws ConfigError (at "ranks") when the estimate exceeds 90% of physical memory.
 void check_memory(const ExperimentConfig& config);

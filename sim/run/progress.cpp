@@ -52,7 +52,7 @@ void RunProgress::iteration_finished(int iteration, Seconds simulated_now)
   const double remaining = elapsed / (iteration + 1) * (iterations_ - iteration - 1);
   fmt::print(stderr, "{}  iteration {}/{} done: simulated {:.6g} s, wall {:.1f} s{}\n", status_shown_ ? "\r\033[K" : "",
              iteration + 1, iterations_, simulated_now, elapsed,
-             iteration + 1 < iterations_ ? fmt::format(", about {:.0f} s left", remaining) : "");
+             iteration + 1 < iterations_ ? ", about " + format_wall_time(remaining) + " left" : "");
   status_shown_ = false;
   last_iteration_line_ = now;
 }
@@ -70,8 +70,8 @@ std::string RunProgress::status(double in_iteration) const
                         messages_per_iteration_);
   else
     where = fmt::format("collective, {} messages posted", posted);
-  return fmt::format("  iteration {}/{}: {}; {:.0f} s in this iteration", iteration_ + 1, iterations_, where,
-                     in_iteration);
+  return fmt::format("  iteration {}/{}: {}; {} in this iteration", iteration_ + 1, iterations_, where,
+                     format_wall_time(in_iteration));
 }
 
 void RunProgress::watch()

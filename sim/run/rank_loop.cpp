@@ -52,14 +52,6 @@ void charge_staging_copy(const ExperimentConfig& config, Communicator& comm)
   comm.spend("staging", config.compute.staging_copy_time(config.workload.n));
 }
 
-// The dense ring allreduce of the warm-up iterations.
-std::unique_ptr<DenseAllreduce> make_dense_ring_allreduce()
-{
-  const nlohmann::json spec = {{"name", "dense_ring"}};
-  auto algorithm = parse_algorithm(JsonReader(spec, "warmup"));
-  return std::unique_ptr<DenseAllreduce>(dynamic_cast<DenseAllreduce*>(algorithm.release()));
-}
-
 // One dense iteration: the rank's gradient in, the sum out (and into a closed-loop source).
 // Returns false when the run stopped before the iteration.
 bool dense_iteration(RunState& run, Communicator& comm, DenseVerifier& verifier, const DenseAllreduce& algorithm,
@@ -92,6 +84,13 @@ bool dense_iteration(RunState& run, Communicator& comm, DenseVerifier& verifier,
 
 } // namespace
 
+std::unique_ptr<DenseAllreduce> make_warmup_allreduce()
+{
+  const nlohmann::json spec = {{"name", "dense_ring"}};
+  auto algorithm = parse_algorithm(JsonReader(spec, "warmup"));
+  return std::unique_ptr<DenseAllreduce>(dynamic_cast<DenseAllreduce*>(algorithm.release()));
+}
+
 void run_dense_rank(RunState& run, DenseVerifier& verifier, RankId rank)
 {
   const DenseAllreduce& algorithm = run.config.dense_algorithm();
@@ -112,7 +111,7 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
   auto state = algorithm.make_rank_state(rank, config.ranks, n);
 
   // Dense warm-up iterations (iteration counters include them): a ring allreduce of the gradient itself.
-  const auto warmup = make_dense_ring_allreduce();
+  const auto warmup = make_warmup_allreduce();
   for (int it = 0; it < std::min(config.iterations, config.selection.warmup_iterations); ++it)
     if (!dense_iteration(run, comm, warmup_verifier, *warmup, it))
       return;

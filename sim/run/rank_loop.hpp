@@ -67,6 +67,9 @@ struct RunState {
   }
 };
 
+// The dense ring allreduce of a sparse run's warm-up iterations (selection.warmup_iterations).
+std::unique_ptr<DenseAllreduce> make_warmup_allreduce();
+
 // The rank loop of a dense allreduce: gradient in, sum out.
 void run_dense_rank(RunState& run, DenseVerifier& verifier, RankId rank);
 

@@ -1,6 +1,6 @@
 #include "sim/run/wall_estimate.hpp"
 
-#include "algorithms/registry.hpp"
+#include "sim/run/rank_loop.hpp"
 
 #include <algorithm>
 
@@ -35,31 +35,27 @@ Seconds seconds_per_entry(const ExperimentConfig& config)
 
 WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads)
 {
-  CostInputs inputs;
-  inputs.ranks = config.ranks;
-  inputs.n = config.workload.n;
-  inputs.k = config.workload.k;
-  inputs.wire = config.workload.wire;
-  const double per_call = config.algorithm->closed_form(inputs).messages;
-  const int warmup = config.is_sparse() ? std::min(config.iterations, config.selection.warmup_iterations) : 0;
-  const int sparse_iterations = config.is_sparse() ? config.iterations - warmup : 0;
-  const double ring = 2.0 * config.ranks * (config.ranks - 1); // the dense warm-up's ring allreduce
-
+  const CostInputs inputs = config.cost_inputs();
+  const ClosedForm closed_form = config.algorithm->closed_form(inputs);
   WallEstimate estimate;
-  estimate.messages_per_iteration = per_call;
+  estimate.messages_per_iteration = closed_form.messages;
+  estimate.messages_upper_bound = closed_form.messages_upper_bound;
   if (!config.is_sparse()) {
-    estimate.messages = config.iterations * per_call;
+    estimate.messages = config.iterations * closed_form.messages;
     estimate.network = estimate.messages * seconds_per_message(config, false);
     return estimate;
   }
-  estimate.messages = sparse_iterations * per_call + warmup * ring;
-  estimate.network = sparse_iterations * per_call * seconds_per_message(config, true) +
-                     warmup * ring * seconds_per_message(config, false);
-  {
-    const int usable = std::max(1, std::min(config.gradients->concurrent_generate() ? threads : 1, config.ranks));
-    const double entries = static_cast<double>(config.workload.n) * config.ranks * sparse_iterations;
-    estimate.selection_stage = entries * seconds_per_entry(config) / usable;
-  }
+  // Sparse: the dense warm-up iterations run the ring; the others the algorithm after the selection stage.
+  const int warmup = std::min(config.iterations, config.selection.warmup_iterations);
+  const int sparse_iterations = config.iterations - warmup;
+  const double warmup_messages = warmup * make_warmup_allreduce()->closed_form(inputs).messages;
+  const double sparse_messages = sparse_iterations * closed_form.messages;
+  estimate.messages = warmup_messages + sparse_messages;
+  estimate.network =
+      warmup_messages * seconds_per_message(config, false) + sparse_messages * seconds_per_message(config, true);
+  const int usable = std::max(1, std::min(config.gradients->concurrent_generate() ? threads : 1, config.ranks));
+  const double entries = static_cast<double>(config.workload.n) * config.ranks * sparse_iterations;
+  estimate.selection_stage = entries * seconds_per_entry(config) / usable;
   return estimate;
 }
 

@@ -16,8 +16,9 @@ namespace sparsim {
 struct WallEstimate {
   double messages = 0; // posted by all ranks over the run
   double messages_per_iteration = 0;
-  Seconds selection_stage = 0; // host time preparing the sparse ranks' selections, on `threads` threads
-  Seconds network = 0;         // host time of the simulation itself: messages, collectives' local work
+  bool messages_upper_bound = false; // the counts are bounds (the algorithm's depends on the data)
+  Seconds selection_stage = 0;       // host time preparing the sparse ranks' selections, on `threads` threads
+  Seconds network = 0;               // host time of the simulation itself: messages, collectives' local work
   Seconds total() const { return selection_stage + network; }
 };
 
