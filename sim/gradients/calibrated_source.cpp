@@ -100,7 +100,8 @@ ModelTable read_model_table(const std::filesystem::path& file)
 {
   const nlohmann::json document = [&] {
     std::ifstream in(file);
-    if (!in)
+    // A folder opens like a file and fails only when read (std::ios_failure): refused here.
+    if (!std::filesystem::is_regular_file(file) || !in)
       throw ConfigError("(model table)", fmt::format("\"{}\"", file.string()), "a readable layer table");
     try {
       return nlohmann::json::parse(in);
