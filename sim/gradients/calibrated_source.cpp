@@ -1,6 +1,7 @@
 #include "sim/gradients/calibrated_source.hpp"
 
 #include "sim/base/data_files.hpp"
+#include "sim/gradients/random_streams.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -20,37 +21,11 @@ constexpr std::uint64_t kSaltShared = 0x7368617265646d69ull;    // m_i
 constexpr std::uint64_t kSaltNoise = 0x6e6f6973657a7269ull;     // z_r,i
 constexpr std::uint64_t kSaltIteration = 0x6974657261746963ull; // c(t)
 constexpr std::uint64_t kSaltRows = 0x726f77736163746full;      // row activity
+constexpr std::uint64_t kSaltCandidates = 0x63616e6469646174ull; // the candidates generation's per-rank draws
 constexpr std::uint64_t kAllRanks = ~0ull;                      // the "rank" coordinate of shared draws
 // The normal behind the log-normal magnitude w_i is clamped to +-4: without a cap, the one largest entry among
 // millions (a 5-6 sigma draw, persistent for hot_set_drift iterations) decides the sample kurtosis alone.
 constexpr double kLogMagnitudeCap = 4.0;
-
-// splitmix64's finaliser: consecutive counters give independent 64-bit values.
-std::uint64_t finalise(std::uint64_t x)
-{
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-// The bits of counter `index` in the stream that starts at `base` (a mix_coordinates value).
-std::uint64_t stream_bits(std::uint64_t base, std::uint64_t index)
-{
-  return finalise(base + index * 0x9E3779B97F4A7C15ull);
-}
-
-double uniform01(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
-
-// Two independent standard normals from 64 random bits (Box-Muller on two 32-bit uniforms; |z| < 6.8).
-void normal_pair(std::uint64_t bits, double& first, double& second)
-{
-  const double u1 = (static_cast<double>(bits >> 32) + 0.5) * 0x1.0p-32;
-  const double u2 = static_cast<double>(bits & 0xFFFFFFFFull) * 0x1.0p-32;
-  const double radius = std::sqrt(-2.0 * std::log(u1));
-  const double angle = 2.0 * std::numbers::pi * u2;
-  first = radius * std::cos(angle);
-  second = radius * std::sin(angle);
-}
 
 // Fills out[i] with standard normals of the stream `base` (entry i uses half of pair i / 2).
 void fill_normals(std::uint64_t base, std::span<float> out)
@@ -237,7 +212,8 @@ nlohmann::json CalibratedParams::to_json() const
           {"iteration_jitter", iteration_jitter},
           {"noise_tail", noise_tail},
           {"tokens_per_batch", tokens_per_batch},
-          {"zipf_exponent", zipf_exponent}};
+          {"zipf_exponent", zipf_exponent},
+          {"generation", generation}};
 }
 
 CalibratedSource::CalibratedSource(const ModelTable& table, CalibratedParams params, std::uint64_t seed,
@@ -267,6 +243,8 @@ CalibratedSource::CalibratedSource(const ModelTable& table, CalibratedParams par
       row_factor_[l].push_back(std::sqrt(expected_count / present));
     }
   }
+  if (params_.generation == "candidates")
+    magnitude_.emplace(params_.noise_tail);
 }
 
 nlohmann::json CalibratedSource::to_json() const
@@ -374,6 +352,80 @@ void CalibratedSource::generate(RankId rank, int iteration, std::span<float> out
   }
 }
 
+const FlatLayer* CalibratedSource::row_sparse_layer(Index i, std::size_t& layer) const
+{
+  for (std::size_t l = 0; l < layers_.size(); ++l)
+    if (layers_[l].rows > 0 && i >= layers_[l].begin && i - layers_[l].begin < layers_[l].size) {
+      layer = l;
+      return &layers_[l];
+    }
+  return nullptr;
+}
+
+bool CalibratedSource::row_present(RankId rank, int iteration, Index i) const
+{
+  std::size_t l = 0;
+  const FlatLayer* layer = row_sparse_layer(i, l);
+  if (!layer)
+    return true;
+  const std::uint64_t row = (i - layer->begin) * layer->rows / layer->size;
+  const std::uint64_t base =
+      mix_coordinates(seed_ ^ kSaltRows, static_cast<std::uint64_t>(rank), static_cast<std::uint64_t>(iteration), l);
+  return uniform01(stream_bits(base, row)) < row_probability_[l][row];
+}
+
+double CalibratedSource::row_presence(Index i) const
+{
+  std::size_t l = 0;
+  const FlatLayer* layer = row_sparse_layer(i, l);
+  return layer ? row_probability_[l][(i - layer->begin) * layer->rows / layer->size] : 1.0;
+}
+
+CalibratedSource::PlanEntry CalibratedSource::candidate_plan(int iteration, double floor) const
+{
+  std::lock_guard lock(plan_mutex_);
+  std::erase_if(plans_, [&](const PlanEntry& e) { return e.part->iteration != iteration; });
+  for (const PlanEntry& e : plans_)
+    if (e.plan->floor() == floor)
+      return e;
+  PlanEntry entry;
+  entry.part = shared_part(iteration);
+  entry.plan = std::make_shared<CandidatePlan>(entry.part->mean, entry.part->noise, floor, *magnitude_);
+  if (plans_.size() >= 3) // a rank short of candidates asks for a lower floor; the others keep theirs
+    plans_.erase(plans_.begin());
+  plans_.push_back(entry);
+  return entry;
+}
+
+SparseVector CalibratedSource::candidates(RankId rank, int iteration, double floor) const
+{
+  if (!magnitude_)
+    return GradientSource::candidates(rank, iteration, floor);
+  const PlanEntry entry = candidate_plan(iteration, floor);
+  const std::uint64_t stream = mix_coordinates(seed_ ^ kSaltCandidates, static_cast<std::uint64_t>(rank),
+                                               static_cast<std::uint64_t>(iteration), 0);
+  return entry.plan->sample(entry.part->mean, entry.part->noise, stream,
+                            [&](Index i) { return row_present(rank, iteration, i); });
+}
+
+double CalibratedSource::candidate_floor(int iteration, double expected) const
+{
+  if (!magnitude_)
+    return GradientSource::candidate_floor(iteration, expected);
+  std::shared_ptr<const CandidateCounter> counter;
+  {
+    std::lock_guard lock(plan_mutex_);
+    if (counter_iteration_ != iteration) {
+      const auto part = shared_part(iteration);
+      counter_ = std::make_shared<CandidateCounter>(part->mean, part->noise,
+                                                    [&](Index i) { return row_presence(i); }, *magnitude_);
+      counter_iteration_ = iteration;
+    }
+    counter = counter_;
+  }
+  return counter->floor_for(expected);
+}
+
 std::unique_ptr<GradientSource> make_calibrated_source(JsonReader& gradients, const GradientContext& context)
 {
   CalibratedParams params;
@@ -388,6 +440,7 @@ std::unique_ptr<GradientSource> make_calibrated_source(JsonReader& gradients, co
   params.noise_tail = gradients.get_number("noise_tail", params.noise_tail, 0.0, 3.0);
   params.tokens_per_batch = gradients.get_number("tokens_per_batch", params.tokens_per_batch, 1.0, 1e12);
   params.zipf_exponent = gradients.get_number("zipf_exponent", params.zipf_exponent, 0.0, 4.0);
+  params.generation = gradients.get_enum("generation", {"dense", "candidates"}, params.generation);
 
   ModelTable table;
   try {

@@ -17,8 +17,15 @@
 //
 // The rank-independent factors of an iteration are computed once and cached (2n floats); each rank then
 // costs one Box-Muller pair and one exp per entry. Nothing is kept per rank.
+//
+// The candidates generation ("generation": "candidates", the scale mode) draws only a rank's entries above a
+// floor from the same model (sim/gradients/candidate_sampler.hpp): the shared part as above, then work
+// proportional to the candidates per rank. Its realisation differs from the dense one (other random numbers);
+// its distribution is the same.
 #pragma once
 
+#include "sim/gradients/candidate_sampler.hpp"
+#include "sim/gradients/noise_magnitude.hpp"
 #include "sim/gradients/source.hpp"
 
 #include <cstdint>
@@ -92,6 +99,7 @@ struct CalibratedParams {
   double noise_tail = 0.25;          // sigma of the fresh log-normal factor on z (heavy tails of the noise)
   double tokens_per_batch = 4096;    // tokens in one rank's batch (row-sparse embeddings)
   double zipf_exponent = 1.0;        // token frequencies ~ rank^-exponent
+  std::string generation = "dense";  // "dense" (every entry) or "candidates" (the scale mode)
   nlohmann::json to_json() const;
 };
 
@@ -104,6 +112,9 @@ public:
   void generate(RankId rank, int iteration, std::span<float> out) const override;
   bool concurrent_generate() const override { return true; } // the shared part is cached under a mutex
   std::optional<Seconds> forward_backward_time() const override;
+  bool generates_candidates() const override { return magnitude_.has_value(); }
+  SparseVector candidates(RankId rank, int iteration, double floor) const override;
+  double candidate_floor(int iteration, double expected) const override;
 
   const std::vector<FlatLayer>& layers() const { return layers_; }
   const CalibratedParams& params() const { return params_; }
@@ -118,6 +129,16 @@ private:
   std::shared_ptr<const SharedPart> shared_part(int iteration) const;
   std::shared_ptr<const SharedPart> compute_shared_part(int iteration) const;
   double iteration_shock(int iteration) const; // log c(t) / iteration_jitter: a standard normal
+  // Whether entry i's row is in rank's batch (true outside row-sparse embeddings): the dense generator's draw.
+  bool row_present(RankId rank, int iteration, Index i) const;
+  // The probability of that (1 outside row-sparse embeddings).
+  double row_presence(Index i) const;
+  const FlatLayer* row_sparse_layer(Index i, std::size_t& layer) const;
+  struct PlanEntry {
+    std::shared_ptr<const SharedPart> part;
+    std::shared_ptr<const CandidatePlan> plan;
+  };
+  PlanEntry candidate_plan(int iteration, double floor) const;
 
   CalibratedParams params_;
   std::optional<TrainingStep> training_step_;
@@ -130,6 +151,13 @@ private:
   std::vector<std::vector<double>> row_factor_;
   mutable std::mutex cache_mutex_;
   mutable std::shared_ptr<const SharedPart> cache_;
+  // The candidates generation: the noise's tabulated magnitude, the last plans (one per floor asked for) and
+  // the expected-count histogram of the current iteration.
+  std::optional<NoiseMagnitude> magnitude_;
+  mutable std::mutex plan_mutex_;
+  mutable std::vector<PlanEntry> plans_;
+  mutable int counter_iteration_ = -1;
+  mutable std::shared_ptr<const CandidateCounter> counter_;
 };
 
 // The "calibrated" branch of parse_gradient_source: reads its keys from `gradients` (not finish()).

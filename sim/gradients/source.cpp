@@ -4,6 +4,9 @@
 #include "sim/gradients/replay_source.hpp"
 #include "sim/gradients/training_source.hpp"
 
+#include <cmath>
+#include <stdexcept>
+
 namespace sparsim {
 namespace {
 
@@ -95,10 +98,39 @@ std::uint64_t mix_coordinates(std::uint64_t seed, std::uint64_t rank, std::uint6
   return splitmix64(splitmix64(splitmix64(splitmix64(seed) ^ rank) ^ iteration) ^ index);
 }
 
+SparseVector GradientSource::candidates(RankId, int, double) const
+{
+  throw std::logic_error(name() + " gradients have no candidates generation");
+}
+
+double GradientSource::candidate_floor(int, double) const
+{
+  throw std::logic_error(name() + " gradients have no candidates generation");
+}
+
+double candidate_floor_for_top_k(const GradientSource& source, int iteration, std::uint64_t k)
+{
+  const double expected = 1.1 * static_cast<double>(k) + 8 * std::sqrt(static_cast<double>(k)) + 16;
+  return source.candidate_floor(iteration, expected);
+}
+
+SparseVector candidates_for_top_k(const GradientSource& source, RankId rank, int iteration, double floor,
+                                  std::uint64_t k)
+{
+  SparseVector candidates = source.candidates(rank, iteration, floor);
+  for (double lower = floor; candidates.size() < k && lower > 0;) {
+    lower = lower > 1e-30 * floor ? lower / 2 : 0.0;
+    candidates = source.candidates(rank, iteration, lower);
+  }
+  return candidates;
+}
+
 std::unique_ptr<GradientSource> parse_gradient_source(JsonReader gradients, const GradientContext& context)
 {
   const std::string source =
       gradients.get_enum("source", {"uniform", "integers", "fashion_mnist_mlp", "replay", "calibrated"}, "uniform");
+  if (source != "calibrated" && gradients.get_enum("generation", {"dense", "candidates"}, "dense") != "dense")
+    gradients.fail("generation", "candidates", "\"dense\": only the calibrated source has the candidates generation");
   std::unique_ptr<GradientSource> created;
   if (source == "calibrated")
     created = make_calibrated_source(gradients, context);

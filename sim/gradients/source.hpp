@@ -36,6 +36,14 @@ public:
   // The time of one training step (forward + backward of a rank's mini-batch) of the model behind the
   // gradients, when the source knows one (calibrated: its model table's "compute" object).
   virtual std::optional<Seconds> forward_backward_time() const { return std::nullopt; }
+  // The candidates generation (scale mode; docs/gradients.md): instead of the dense gradient, the entries of
+  // rank `rank`'s gradient whose magnitude exceeds `floor`, sorted by index, in work proportional to their
+  // number, distributed as the dense gradient's entries above the floor. Only sources that say so support it.
+  virtual bool generates_candidates() const { return false; }
+  virtual SparseVector candidates(RankId /*rank*/, int /*iteration*/, double /*floor*/) const;
+  // The floor above which a rank's gradient of `iteration` has `expected` entries on average (0 when even
+  // every nonzero entry is fewer).
+  virtual double candidate_floor(int /*iteration*/, double /*expected*/) const;
   // Lines of training progress for the summary (loss, accuracy); empty for open-loop sources.
   virtual nlohmann::json training_log() const { return nlohmann::json::array(); }
 };
@@ -52,6 +60,13 @@ struct GradientContext {
 
 // Reads the config's "gradients" object: {"source": "uniform"} (default), {"source": "integers"}, ...
 std::unique_ptr<GradientSource> parse_gradient_source(JsonReader gradients, const GradientContext& context);
+
+// The candidates generation for an exact top-k of `k` per rank: a floor expected to leave 1.1 k candidates
+// (plus 8 standard deviations), and a rank's candidates above a floor with at least k of them (when fewer came,
+// drawn again from half the floor, down to every nonzero entry; rare by the floor's margin).
+double candidate_floor_for_top_k(const GradientSource& source, int iteration, std::uint64_t k);
+SparseVector candidates_for_top_k(const GradientSource& source, RankId rank, int iteration, double floor,
+                                  std::uint64_t k);
 
 // A 64-bit mix of the four coordinates (splitmix64 finaliser chained), the counter-based RNG behind
 // every source.

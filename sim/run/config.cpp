@@ -69,9 +69,10 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
   // Selection settings are read (and checked) for every algorithm, so that one sweep can mix dense and sparse
   // algorithms; dense algorithms select nothing and ignore them.
   const SparseAllreduce* sparse = config.sparse_algorithm();
-  config.selection = parse_selection(root.optional_object("selection"), sparse && sparse->reuses_local_threshold()
-                                                                            ? SelectionPolicy::threshold_reuse
-                                                                            : SelectionPolicy::exact);
+  config.selection = parse_selection(root.optional_object("selection"),
+                                     sparse && sparse->reuses_local_threshold() ? SelectionPolicy::threshold_reuse
+                                                                                : SelectionPolicy::exact,
+                                     config.gradients->generates_candidates());
   config.compute = parse_compute(root.optional_object("compute"));
   if (config.compute.training == TrainingCharge::model) {
     const auto step = config.gradients->forward_backward_time();

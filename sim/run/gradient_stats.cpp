@@ -64,6 +64,14 @@ double gaussian_fit_ratio(std::span<const float> acc, std::uint64_t k)
   return static_cast<double>(count_above(acc, static_cast<float>(threshold))) / static_cast<double>(k);
 }
 
+// A selection from candidates: positions in the candidates become the candidates' indices.
+SparseVector to_indices(SparseVector selection, const std::vector<Index>& indices)
+{
+  for (Index& position : selection.indices)
+    position = indices[position];
+  return selection;
+}
+
 void zero_selected(std::span<float> acc, const SparseVector& selection)
 {
   for (Index i : selection.indices)
@@ -174,13 +182,18 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
 
   GradientStats stats;
   stats.options = options;
-  std::vector<float> gradient(n);
-  std::vector<std::vector<float>> residual(P, std::vector<float>(n, 0.0f));
-  std::vector<std::vector<float>> reuse_residual(P, std::vector<float>(n, 0.0f));
+  const bool candidates = source.generates_candidates();
+  stats.candidates = candidates;
+  // The dense loops: the gradient and the error-feedback residuals (not with candidates).
+  const std::size_t dense = candidates ? 0 : n;
+  std::vector<float> gradient(dense);
+  std::vector<std::vector<float>> residual(candidates ? 0 : P, std::vector<float>(dense, 0.0f));
+  std::vector<std::vector<float>> reuse_residual(candidates ? 0 : P, std::vector<float>(dense, 0.0f));
   std::vector<LocalSelector> selectors(P, LocalSelector(options.reuse));
+  std::vector<LocalSelector> raw_selectors(P, LocalSelector(options.reuse));
   std::vector<SparseVector> selected(P), raw_selected(P), previous, raw_previous;
-  std::vector<double> previous_threshold(P, kNaN);
-  std::vector<double> reuse_ratios;
+  std::vector<double> previous_threshold(P, kNaN), raw_previous_threshold(P, kNaN);
+  std::vector<double> reuse_ratios, raw_reuse_ratios;
   std::size_t selected_total = 0, selected_output = 0, raw_total = 0, raw_output = 0;
 
   const int last = options.warmup + options.iterations;
@@ -189,14 +202,50 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
     const bool raw_needed = t + 1 >= options.warmup; // the raw selection of the iteration before the first one
     IterationStats it;
     it.iteration = t;
-    double drift_sum = 0;
-    int drift_count = 0;
+    double drift_sum = 0, raw_drift_sum = 0;
+    int drift_count = 0, raw_drift_count = 0;
+    // Candidates: one floor for the iteration, below every raw threshold reused and leaving k for a top-k.
+    double floor = 0;
+    if (candidates) {
+      floor = candidate_floor_for_top_k(source, t, k);
+      for (const LocalSelector& selector : raw_selectors)
+        if (const auto threshold = selector.reuse_threshold(t))
+          floor = std::min(floor, *threshold);
+    }
     for (int r = 0; r < P; ++r) {
-      source.generate(r, t, gradient);
-      if (measured)
-        it.raw_kurtosis += kurtosis(gradient) / P;
-      if (raw_needed)
-        raw_selected[r] = select_topk(gradient, k);
+      SparseVector rank_candidates;
+      if (candidates) {
+        rank_candidates = candidates_for_top_k(source, r, t, floor, k);
+      } else {
+        source.generate(r, t, gradient);
+        if (measured)
+          it.raw_kurtosis += kurtosis(gradient) / P;
+      }
+      // Raw gradients: the exact top-k, and the threshold reuse (the selector runs every iteration).
+      SelectionTraffic traffic; // memory traffic: not a statistic of the gradients
+      if (raw_needed || measured) {
+        raw_selected[r] = candidates ? to_indices(select_topk(rank_candidates.values, k), rank_candidates.indices)
+                                     : select_topk(gradient, k);
+        const double threshold = smallest_magnitude(raw_selected[r]);
+        if (measured) {
+          it.raw_selected_kurtosis += kurtosis(raw_selected[r].values) / P;
+          if (!std::isnan(raw_previous_threshold[r]) && raw_previous_threshold[r] > 0) {
+            raw_drift_sum += std::fabs(threshold / raw_previous_threshold[r] - 1);
+            ++raw_drift_count;
+          }
+        }
+        raw_previous_threshold[r] = threshold;
+      }
+      const SparseVector raw_reused = candidates ? raw_selectors[r].select_candidates(rank_candidates, n, k, t, traffic)
+                                                 : raw_selectors[r].select(gradient, k, t, traffic);
+      if (measured) {
+        const double ratio = static_cast<double>(raw_reused.size()) / static_cast<double>(k);
+        raw_reuse_ratios.push_back(ratio);
+        it.raw_reuse_mean_ratio += ratio / P;
+        it.raw_reuse_max_ratio = std::max(it.raw_reuse_max_ratio, ratio);
+      }
+      if (candidates)
+        continue;
 
       // Error feedback with the exact top-k.
       std::vector<float>& acc = residual[r];
@@ -206,6 +255,7 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
       const double threshold = smallest_magnitude(selected[r]);
       if (measured) {
         it.acc_kurtosis += kurtosis(acc) / P;
+        it.selected_kurtosis += kurtosis(selected[r].values) / P;
         it.gaussian_fit_ratio += gaussian_fit_ratio(acc, k) / P;
         if (!std::isnan(previous_threshold[r]) && previous_threshold[r] > 0) {
           drift_sum += std::fabs(threshold / previous_threshold[r] - 1);
@@ -219,7 +269,6 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
       std::vector<float>& reuse_acc = reuse_residual[r];
       for (std::uint64_t i = 0; i < n; ++i)
         reuse_acc[i] += gradient[i];
-      SelectionTraffic traffic; // memory traffic: not a statistic of the gradients
       const SparseVector reused = selectors[r].select(reuse_acc, k, t, traffic);
       zero_selected(reuse_acc, reused);
       if (measured) {
@@ -231,18 +280,32 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
     }
 
     if (measured) {
-      it.jaccard = mean_pairwise_jaccard(selected);
-      it.union_ratio = static_cast<double>(union_size(selected)) / (static_cast<double>(P) * k);
-      it.overlap_previous = mean_overlap(selected, previous);
-      it.region_imbalance = region_imbalance(selected, n, P);
-      it.threshold_drift = drift_count ? drift_sum / drift_count : kNaN;
+      if (candidates) {
+        for (double IterationStats::*field :
+             {&IterationStats::jaccard, &IterationStats::union_ratio, &IterationStats::overlap_previous,
+              &IterationStats::region_imbalance, &IterationStats::acc_kurtosis, &IterationStats::threshold_drift,
+              &IterationStats::gaussian_fit_ratio, &IterationStats::raw_kurtosis, &IterationStats::reuse_mean_ratio,
+              &IterationStats::reuse_max_ratio, &IterationStats::selected_kurtosis})
+          it.*field = kNaN;
+      } else {
+        it.jaccard = mean_pairwise_jaccard(selected);
+        it.union_ratio = static_cast<double>(union_size(selected)) / (static_cast<double>(P) * k);
+        it.overlap_previous = mean_overlap(selected, previous);
+        it.region_imbalance = region_imbalance(selected, n, P);
+        it.threshold_drift = drift_count ? drift_sum / drift_count : kNaN;
+      }
       it.raw_jaccard = mean_pairwise_jaccard(raw_selected);
       it.raw_overlap_previous = mean_overlap(raw_selected, raw_previous);
+      it.raw_union_ratio = static_cast<double>(union_size(raw_selected)) / (static_cast<double>(P) * k);
+      it.raw_region_imbalance = region_imbalance(raw_selected, n, P);
+      it.raw_threshold_drift = raw_drift_count ? raw_drift_sum / raw_drift_count : kNaN;
       for (int r = 0; r < P; ++r) {
-        selected_total += selected[r].size();
         raw_total += raw_selected[r].size();
-        selected_output += count_in_range(selected[r], options.output_begin, options.output_end);
         raw_output += count_in_range(raw_selected[r], options.output_begin, options.output_end);
+        if (!candidates) {
+          selected_total += selected[r].size();
+          selected_output += count_in_range(selected[r], options.output_begin, options.output_end);
+        }
       }
       stats.iterations.push_back(it);
     }
@@ -260,17 +323,25 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
   for (auto field :
        {&IterationStats::jaccard, &IterationStats::union_ratio, &IterationStats::overlap_previous,
         &IterationStats::region_imbalance, &IterationStats::acc_kurtosis, &IterationStats::threshold_drift,
-        &IterationStats::gaussian_fit_ratio, &IterationStats::raw_kurtosis, &IterationStats::raw_jaccard,
-        &IterationStats::raw_overlap_previous, &IterationStats::reuse_mean_ratio, &IterationStats::reuse_max_ratio})
+        &IterationStats::gaussian_fit_ratio, &IterationStats::selected_kurtosis, &IterationStats::raw_kurtosis,
+        &IterationStats::raw_jaccard, &IterationStats::raw_overlap_previous, &IterationStats::raw_union_ratio,
+        &IterationStats::raw_region_imbalance, &IterationStats::raw_selected_kurtosis,
+        &IterationStats::raw_threshold_drift, &IterationStats::reuse_mean_ratio, &IterationStats::reuse_max_ratio,
+        &IterationStats::raw_reuse_mean_ratio, &IterationStats::raw_reuse_max_ratio})
     median_of(field);
   stats.median.iteration = -1;
-  stats.reuse_median_ratio = median(reuse_ratios);
-  stats.reuse_max_ratio = reuse_ratios.empty() ? kNaN : *std::max_element(reuse_ratios.begin(), reuse_ratios.end());
+  auto median_and_max = [](const std::vector<double>& ratios, double& median_ratio, double& max_ratio) {
+    median_ratio = median(ratios);
+    max_ratio = ratios.empty() ? kNaN : *std::max_element(ratios.begin(), ratios.end());
+  };
+  median_and_max(reuse_ratios, stats.reuse_median_ratio, stats.reuse_max_ratio);
+  median_and_max(raw_reuse_ratios, stats.raw_reuse_median_ratio, stats.raw_reuse_max_ratio);
   const double output_share =
       static_cast<double>(options.output_end - std::min(options.output_begin, options.output_end)) /
       static_cast<double>(n);
-  stats.output_share_ratio =
-      output_share > 0 ? static_cast<double>(selected_output) / selected_total / output_share : kNaN;
+  stats.output_share_ratio = output_share > 0 && selected_total > 0
+                                 ? static_cast<double>(selected_output) / selected_total / output_share
+                                 : kNaN;
   stats.raw_output_share_ratio = output_share > 0 ? static_cast<double>(raw_output) / raw_total / output_share : kNaN;
   return stats;
 }
@@ -283,6 +354,7 @@ nlohmann::json GradientStats::to_json() const
           {"k", options.k},
           {"iterations", options.iterations},
           {"warmup", options.warmup},
+          {"generation", candidates ? "candidates" : "dense"},
           {"error_feedback",
            {{"jaccard", number(median.jaccard)},
             {"union_ratio", number(median.union_ratio)},
@@ -291,11 +363,18 @@ nlohmann::json GradientStats::to_json() const
             {"acc_kurtosis", number(median.acc_kurtosis)},
             {"threshold_drift", number(median.threshold_drift)},
             {"gaussian_fit_ratio", number(median.gaussian_fit_ratio)},
+            {"selected_kurtosis", number(median.selected_kurtosis)},
             {"output_share_ratio", number(output_share_ratio)}}},
           {"raw",
            {{"kurtosis", number(median.raw_kurtosis)},
             {"jaccard", number(median.raw_jaccard)},
             {"overlap_previous", number(median.raw_overlap_previous)},
+            {"union_ratio", number(median.raw_union_ratio)},
+            {"region_imbalance", number(median.raw_region_imbalance)},
+            {"selected_kurtosis", number(median.raw_selected_kurtosis)},
+            {"threshold_drift", number(median.raw_threshold_drift)},
+            {"reuse_median_ratio", number(raw_reuse_median_ratio)},
+            {"reuse_max_ratio", number(raw_reuse_max_ratio)},
             {"output_share_ratio", number(raw_output_share_ratio)}}},
           {"threshold_reuse",
            {{"rules", options.reuse.rules.preset},
@@ -310,6 +389,8 @@ std::string format_gradient_stats(const GradientStats& stats)
   const IterationStats& m = stats.median;
   std::string text = fmt::format("P = {}, n = {}, k = {}; medians over {} iteration(s) after {} of warm-up\n", o.ranks,
                                  o.n, o.k, o.iterations, o.warmup);
+  if (stats.candidates)
+    text += "candidates generation: no dense vector, so no error feedback and no kurtosis of whole gradients (nan)\n";
   auto line = [&](const char* name, double value, const char* real) {
     text += fmt::format("  {:<52} {:>9.4g}   real: {}\n", name, value, real);
   };
@@ -322,11 +403,18 @@ std::string format_gradient_stats(const GradientStats& stats)
   line("kurtosis of acc", m.acc_kurtosis, "close to a normal's 3");
   line("Gaussian-fit threshold: selected / k", m.gaussian_fit_ratio, "0.05-0.6");
   line("exact threshold change per iteration", m.threshold_drift, "0.02-0.06");
+  line("kurtosis of the selected values", m.selected_kurtosis, "-");
   text += "raw gradients (no error feedback), exact top-k:\n";
   line("kurtosis", m.raw_kurtosis, "80-450");
   line("Jaccard of two ranks' selections", m.raw_jaccard, "0.1-0.2");
   line("selection kept from the previous iteration", m.raw_overlap_previous, "0.25-0.35");
+  line("union of the P selections / (P k)", m.raw_union_ratio, "-");
+  line("busiest of P equal regions / mean", m.raw_region_imbalance, "-");
   line("output layer's share of selections / its share of n", stats.raw_output_share_ratio, "-");
+  line("kurtosis of the selected values", m.raw_selected_kurtosis, "-");
+  line("exact threshold change per iteration", m.raw_threshold_drift, "-");
+  line("threshold reuse: selected m / k, median", stats.raw_reuse_median_ratio, "-");
+  line("threshold reuse: selected m / k, maximum", stats.raw_reuse_max_ratio, "-");
   text += fmt::format("error feedback, threshold reuse (rules \"{}\", exact every {} iterations):\n",
                       o.reuse.rules.preset, o.reuse.reevaluate_every);
   line("selected m / k, median over ranks and iterations", stats.reuse_median_ratio, "about 0.55");

@@ -6,8 +6,11 @@
 //   acc_r = residual_r + grad_r(t);  S_r = exact top-k of acc_r;  residual_r = acc_r with S_r zeroed.
 // A second loop runs the same recurrence with Ok-Topk's threshold reuse (LocalSelector) instead of the exact
 // top-k, for the selected counts m. A third set of figures uses the raw gradients' exact top-k (no error
-// feedback). `warmup` iterations run the loops before anything is measured (the residuals start at zero,
-// far from their steady state).
+// feedback), and a fourth Ok-Topk's threshold reuse on the raw gradients. `warmup` iterations run the loops
+// before anything is measured (the residuals start at zero, far from their steady state).
+//
+// A source with the candidates generation (its scale mode) has no dense gradient: only the raw figures that
+// need no dense vector are measured (the others are NaN), from candidates above the iteration's lowest floor.
 #pragma once
 
 #include "sim/data/sparse.hpp"
@@ -47,10 +50,17 @@ struct IterationStats {
   double acc_kurtosis = 0;       // kurtosis of acc_r, mean over ranks
   double threshold_drift = 0;    // |th_r(t) / th_r(t-1) - 1| for the exact k-th largest |acc_r|, mean over ranks
   double gaussian_fit_ratio = 0; // count of |acc| above a normal fit's threshold for k / k, mean over ranks
+  double selected_kurtosis = 0;  // kurtosis of the selected values, mean over ranks
   // Raw gradients (no error feedback).
   double raw_kurtosis = 0;
   double raw_jaccard = 0;
   double raw_overlap_previous = 0;
+  double raw_union_ratio = 0;
+  double raw_region_imbalance = 0;
+  double raw_selected_kurtosis = 0;
+  double raw_threshold_drift = 0;
+  double raw_reuse_mean_ratio = 0; // threshold reuse on the raw gradients: m_r / k, mean and max over ranks
+  double raw_reuse_max_ratio = 0;
   // Threshold reuse with error feedback: m_r / k, mean and max over ranks.
   double reuse_mean_ratio = 0;
   double reuse_max_ratio = 0;
@@ -64,6 +74,9 @@ struct GradientStats {
   double reuse_max_ratio = 0;    // maximum of m_r / k over them
   double output_share_ratio = 0; // output layer's share of all S_r / its share of n (error feedback)
   double raw_output_share_ratio = 0;
+  double raw_reuse_median_ratio = 0;
+  double raw_reuse_max_ratio = 0;
+  bool candidates = false; // measured from candidates: the figures that need a dense vector are NaN
   nlohmann::json to_json() const;
 };
 

@@ -32,14 +32,18 @@ nlohmann::json SelectionConfig::to_json() const
           {"residual", name_of(residual, kResidualKindNames)}};
 }
 
-SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_policy)
+SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_policy, bool candidates)
 {
   SelectionConfig config;
   config.policy = selection.get_enum("policy", kSelectionPolicyNames, default_policy);
   config.reevaluate_every = static_cast<int>(selection.get_int("reevaluate_every", 32, 1, 1'000'000));
   config.warmup_iterations = static_cast<int>(selection.get_int("warmup_iterations", 0, 0, 1'000'000));
   config.rules = threshold_rules(selection.get_enum("rules", {"vgg", "lstm", "bert"}, "vgg"));
-  config.residual = selection.get_enum("residual", kResidualKindNames, ResidualKind::dense);
+  config.residual = selection.get_enum("residual", kResidualKindNames, candidates ? ResidualKind::none : ResidualKind::dense);
+  if (candidates && config.residual == ResidualKind::dense)
+    selection.fail("residual", "dense",
+                   "\"none\" with gradients.generation \"candidates\" (the scale mode keeps no dense residual; "
+                   "docs/gradients.md)");
   selection.finish();
   return config;
 }
@@ -90,15 +94,40 @@ ComputeModel parse_compute(JsonReader compute)
   return model;
 }
 
+std::optional<double> LocalSelector::reuse_threshold(int iteration) const
+{
+  if (config_.policy == SelectionPolicy::exact || !have_threshold_ || iteration % config_.reevaluate_every == 0)
+    return std::nullopt;
+  return threshold_;
+}
+
 SparseVector LocalSelector::select(std::span<const float> acc, std::uint64_t k, int iteration,
                                    SelectionTraffic& traffic)
 {
-  const std::uint64_t pass = 4 * static_cast<std::uint64_t>(acc.size());
-  const bool exact =
-      config_.policy == SelectionPolicy::exact || !have_threshold_ || iteration % config_.reevaluate_every == 0;
+  return select_from(acc, nullptr, acc.size(), k, iteration, traffic);
+}
+
+SparseVector LocalSelector::select_candidates(const SparseVector& candidates, std::uint64_t n, std::uint64_t k,
+                                              int iteration, SelectionTraffic& traffic)
+{
+  return select_from(candidates.values, &candidates.indices, n, k, iteration, traffic);
+}
+
+SparseVector LocalSelector::select_from(std::span<const float> acc, const std::vector<Index>* indices,
+                                        std::uint64_t n, std::uint64_t k, int iteration, SelectionTraffic& traffic)
+{
+  // Candidates: positions in `acc` become indices of the n-entry vector (both ascending).
+  auto to_indices = [&](SparseVector selection) {
+    if (indices)
+      for (Index& position : selection.indices)
+        position = (*indices)[position];
+    return selection;
+  };
+  const std::uint64_t pass = 4 * n;
+  const bool exact = !reuse_threshold(iteration).has_value();
   if (exact) {
     // The exact top-k; its smallest magnitude is the k-th largest, the threshold reused afterwards.
-    SparseVector selection = select_topk(acc, k);
+    SparseVector selection = to_indices(select_topk(acc, k));
     threshold_ = 0.0;
     if (!selection.empty()) {
       threshold_ = std::fabs(selection.values[0]);
@@ -121,7 +150,7 @@ SparseVector LocalSelector::select(std::span<const float> acc, std::uint64_t k, 
     threshold_ *= rules.raise_factor;
   }
   used_threshold_ = threshold_;
-  SparseVector selection = select_above(acc, static_cast<float>(threshold_));
+  SparseVector selection = to_indices(select_above(acc, static_cast<float>(threshold_)));
   traffic.bytes_read += pass;
   traffic.bytes_written += 8 * selection.size();
   // Correct the threshold for the next iteration when the count left the window around k.

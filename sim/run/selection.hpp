@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -54,8 +55,10 @@ struct SelectionConfig {
   ResidualKind residual = ResidualKind::dense;
   nlohmann::json to_json() const;
 };
-// Reads the config's "selection" object; `default_policy` comes from the algorithm.
-SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_policy);
+// Reads the config's "selection" object; `default_policy` comes from the algorithm. `candidates`: the gradients
+// come as candidates (gradients.generation "candidates"), which keep no dense residual: "none" is the default and
+// "dense" an error.
+SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_policy, bool candidates = false);
 
 // What a selection cost in memory traffic, for the compute model: the streaming passes over acc (4 bytes per
 // entry each) and the (index, value) pairs written (8 bytes each).
@@ -126,9 +129,21 @@ public:
 
   // Selects from `acc` for `iteration`; sorted by index. `traffic` receives the memory traffic it modelled.
   SparseVector select(std::span<const float> acc, std::uint64_t k, int iteration, SelectionTraffic& traffic);
+  // The same selection from an acc of n entries given as its candidates: the entries above a floor, every
+  // other entry being at most the floor in magnitude. Exact when the floor is at most reuse_threshold() and,
+  // for an exact top-k, at least k candidates exceed it. The traffic is the dense kernel's (n entries).
+  SparseVector select_candidates(const SparseVector& candidates, std::uint64_t n, std::uint64_t k, int iteration,
+                                 SelectionTraffic& traffic);
+  // The threshold the selection of `iteration` starts from when it reuses one (raising only increases it);
+  // nothing when it is an exact top-k (policy "exact", no threshold yet, or a re-evaluation iteration).
+  std::optional<double> reuse_threshold(int iteration) const;
   double threshold() const { return used_threshold_; } // the threshold of the last selection
 
 private:
+  // select() over the values of acc; `indices` maps their positions to indices (nullptr: the identity).
+  SparseVector select_from(std::span<const float> values, const std::vector<Index>* indices, std::uint64_t n,
+                           std::uint64_t k, int iteration, SelectionTraffic& traffic);
+
   SelectionConfig config_;
   double threshold_ = 0; // the threshold the next reuse starts from
   double used_threshold_ = 0;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <exception>
 #include <span>
 #include <thread>
@@ -15,9 +17,11 @@ void SelectionStage::prepare(int iteration, int threads)
   threads = std::max(1, std::min(threads, config_.ranks));
   std::vector<std::exception_ptr> failures(threads);
   ranks_prepared_ = 0;
+  if (candidates_)
+    floor_ = candidate_floor(iteration);
   auto work = [&](int first) {
     try {
-      std::vector<float> gradient(config_.workload.n);
+      std::vector<float> gradient(candidates_ ? 0 : config_.workload.n); // dense generation only
       for (RankId rank = first; rank < config_.ranks; rank += threads) {
         prepare_rank(rank, iteration, gradient);
         ranks_prepared_.fetch_add(1, std::memory_order_relaxed);
@@ -50,21 +54,48 @@ SparseVector SelectionStage::take_and_charge(Communicator& comm)
   return std::move(prepared.selection);
 }
 
+double SelectionStage::candidate_floor(int iteration) const
+{
+  double floor = std::numeric_limits<double>::infinity();
+  bool exact_top_k = false;
+  for (const LocalSelector& selector : selectors_) {
+    if (const auto threshold = selector.reuse_threshold(iteration))
+      floor = std::min(floor, *threshold);
+    else
+      exact_top_k = true;
+  }
+  if (exact_top_k)
+    floor = std::min(floor, candidate_floor_for_top_k(*config_.gradients, iteration, config_.workload.k));
+  return floor;
+}
+
 void SelectionStage::prepare_rank(RankId rank, int iteration, std::vector<float>& gradient)
 {
-  config_.gradients->generate(rank, iteration, gradient);
-  std::span<const float> acc = gradient;
-  if (keep_residual_) {
-    std::vector<float>& residual = residuals_[rank];
-    residual.resize(config_.workload.n, 0.0f);
-    for (std::size_t i = 0; i < residual.size(); ++i)
-      residual[i] += gradient[i];
-    acc = residual;
+  SparseVector candidates;
+  std::span<const float> acc;
+  if (candidates_) {
+    // Enough candidates for an exact top-k; a reused threshold is at least the floor.
+    const bool exact_top_k = !selectors_[rank].reuse_threshold(iteration).has_value();
+    candidates = candidates_for_top_k(*config_.gradients, rank, iteration, floor_, exact_top_k ? config_.workload.k : 0);
+  } else {
+    config_.gradients->generate(rank, iteration, gradient);
+    acc = gradient;
+    if (keep_residual_) {
+      std::vector<float>& residual = residuals_[rank];
+      residual.resize(config_.workload.n, 0.0f);
+      for (std::size_t i = 0; i < residual.size(); ++i)
+        residual[i] += gradient[i];
+      acc = residual;
+    }
   }
   Prepared& prepared = prepared_[rank];
   prepared.traffic = {};
+  LocalSelector& selector = selectors_[rank];
+  const std::uint64_t k = config_.workload.k;
   const auto wall_start = std::chrono::steady_clock::now();
-  prepared.selection = selectors_[rank].select(acc, config_.workload.k, iteration, prepared.traffic);
+  prepared.selection = candidates_
+                           ? selector.select_candidates(candidates, config_.workload.n, k, iteration, prepared.traffic)
+                           : selector.select(acc, k, iteration, prepared.traffic);
   prepared.host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   // The kernels reserve generously; a selection lives through the iteration beside P - 1 others.
   prepared.selection.indices.shrink_to_fit();

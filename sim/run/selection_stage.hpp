@@ -21,11 +21,16 @@ void consume_selection(std::vector<float>& acc, const SparseVector& selection, c
 // without a residual) and the local selection. It depends on nothing but the rank's own state, so it runs
 // for all ranks at once, spread over host threads, while the simulation waits at zero simulated cost; the
 // results do not depend on the number of threads.
+//
+// With the candidates generation (gradients.generation "candidates") a rank's acc is its candidates: the
+// entries above one floor shared by all ranks in the iteration, the lowest threshold any rank reuses, or, when
+// some rank selects its exact top-k, lower still if needed for 1.1 k candidates (candidate_floor_for_top_k).
 class SelectionStage {
 public:
   explicit SelectionStage(const ExperimentConfig& config)
       : config_(config)
       , keep_residual_(config.selection.residual == ResidualKind::dense)
+      , candidates_(config.gradients->generates_candidates())
       , residuals_(keep_residual_ ? config.ranks : 0)
       , selectors_(config.ranks, LocalSelector(config.selection))
       , prepared_(config.ranks)
@@ -56,9 +61,13 @@ private:
   };
 
   void prepare_rank(RankId rank, int iteration, std::vector<float>& gradient);
+  // The candidates generation's floor for `iteration` (every rank's selector has its state from iteration - 1).
+  double candidate_floor(int iteration) const;
 
   const ExperimentConfig& config_;
   bool keep_residual_;
+  bool candidates_;
+  double floor_ = 0; // this iteration's candidate floor
   std::vector<std::vector<float>> residuals_; // [rank], allocated at the first sparse iteration
   std::vector<LocalSelector> selectors_;      // [rank]: the reused thresholds
   std::atomic<int> ranks_prepared_ = 0;

@@ -1,0 +1,108 @@
+#include "sim/gradients/noise_magnitude.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+
+namespace sparsim {
+namespace {
+
+// log erfc(z) for z >= 0 without underflow: the asymptotic series where erfc itself would underflow.
+double log_erfc(double z)
+{
+  if (z < 25)
+    return std::log(std::erfc(z));
+  const double inverse_square = 1 / (z * z);
+  return -z * z - std::log(z * std::sqrt(std::numbers::pi)) +
+         std::log1p(-inverse_square / 2 + 3 * inverse_square * inverse_square / 4);
+}
+
+} // namespace
+
+double NoiseMagnitude::mixture_log_survival(double tau, double x)
+{
+  if (x <= 0)
+    return 0;
+  if (tau == 0)
+    return -log_erfc(x / std::numbers::sqrt2);
+  // P(|X| > x) = E_B[erfc(x / (sqrt 2 v(B)))], v(b) = exp(tau b - tau^2): Simpson's rule over b in [-12, 12]
+  // (the normal's mass outside is 4e-33), summed in log space (the terms span hundreds of orders).
+  constexpr int kIntervals = 1200;
+  constexpr double kRange = 12;
+  const double h = 2 * kRange / kIntervals;
+  std::vector<double> terms(kIntervals + 1);
+  double largest = -INFINITY;
+  for (int j = 0; j <= kIntervals; ++j) {
+    const double b = -kRange + j * h;
+    const double weight = (j == 0 || j == kIntervals) ? 1 : (j % 2 ? 4 : 2);
+    const double v = std::exp(tau * b - tau * tau);
+    terms[j] = std::log(weight * h / 3) - b * b / 2 - std::log(2 * std::numbers::pi) / 2 +
+               log_erfc(x / (std::numbers::sqrt2 * v));
+    largest = std::max(largest, terms[j]);
+  }
+  double sum = 0;
+  for (double t : terms)
+    sum += std::exp(t - largest);
+  return std::max(0.0, -(largest + std::log(sum)));
+}
+
+NoiseMagnitude::NoiseMagnitude(double tau)
+{
+  if (!(tau >= 0))
+    throw std::invalid_argument("NoiseMagnitude: tau must be >= 0");
+  // L at x = 0 and on a grid uniform in log x from where L is still negligible (1e-6) to the first point
+  // beyond kMaxY: that resolves the bulk and tails stretched by a large tau alike.
+  double x_low = 1e-2, x_high = 1;
+  while (mixture_log_survival(tau, x_low) > 1e-6)
+    x_low /= 2;
+  while (mixture_log_survival(tau, x_high) <= kMaxY)
+    x_high *= 2;
+  constexpr int kPoints = 8192;
+  std::vector<double> s(kPoints + 2), L(kPoints + 2);
+  s[0] = 0; // x itself, for the first interval [0, x_low]
+  L[0] = 0;
+  for (int i = 0; i <= kPoints; ++i) {
+    s[i + 1] = std::log(x_low) + (std::log(x_high) - std::log(x_low)) * i / kPoints;
+    L[i + 1] = mixture_log_survival(tau, std::exp(s[i + 1]));
+  }
+  // Inverted at every y of the grid, linearly in s between the points around it.
+  const int steps = static_cast<int>(kMaxY) * kStepsPerUnit;
+  inverse_.resize(static_cast<std::size_t>(steps) + 1);
+  std::size_t cell = 0;
+  for (int j = 0; j <= steps; ++j) {
+    const double y = static_cast<double>(j) / kStepsPerUnit;
+    while (cell + 2 < L.size() && L[cell + 1] <= y)
+      ++cell;
+    const double span = L[cell + 1] - L[cell];
+    const double fraction = span > 0 ? std::clamp((y - L[cell]) / span, 0.0, 1.0) : 0.0;
+    // Linear in x on [0, x_low], in log x beyond.
+    inverse_[static_cast<std::size_t>(j)] = cell == 0 ? fraction * x_low
+                                                      : std::exp(s[cell] + fraction * (s[cell + 1] - s[cell]));
+  }
+  inverse_[0] = 0;
+  for (std::size_t j = 1; j < inverse_.size(); ++j) // monotone even where L is flat to rounding
+    inverse_[j] = std::max(inverse_[j], inverse_[j - 1]);
+}
+
+double NoiseMagnitude::log_survival(double x) const
+{
+  if (x <= 0)
+    return 0;
+  if (x >= inverse_.back())
+    return kMaxY;
+  // The grid cell [j, j + 1] with inverse_[j] <= x < inverse_[j + 1], then linear within it (the table's own
+  // interpolation, inverted).
+  const auto upper = std::upper_bound(inverse_.begin(), inverse_.end(), x);
+  const auto j = static_cast<std::size_t>(upper - inverse_.begin()) - 1;
+  const double span = inverse_[j + 1] - inverse_[j];
+  const double fraction = span > 0 ? (x - inverse_[j]) / span : 0.0;
+  return (static_cast<double>(j) + fraction) / kStepsPerUnit;
+}
+
+double NoiseMagnitude::upper_tail(double a) const
+{
+  return a >= 0 ? std::exp(-log_survival(a)) / 2 : 1 - std::exp(-log_survival(-a)) / 2;
+}
+
+} // namespace sparsim

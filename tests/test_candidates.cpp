@@ -1,0 +1,294 @@
+// The candidates generation (the calibrated source's scale mode): the tabulated noise against the mixture it
+// stands for (quadrature, and Monte Carlo of the dense generator's Box-Muller draws), the bucketed sampler's
+// inclusion probabilities against the closed form per entry, the calibrated source's candidates against its own
+// dense gradients (counts, magnitudes and thresholds above floors, embedding rows), selection from candidates
+// against selection from the dense vector, and the config's rules.
+#include "sim/gradients/calibrated_source.hpp"
+#include "sim/gradients/candidate_sampler.hpp"
+#include "sim/gradients/noise_magnitude.hpp"
+#include "sim/gradients/random_streams.hpp"
+#include "sim/data/topk.hpp"
+#include "sim/run/config.hpp"
+#include "sim/run/selection.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+using namespace sparsim;
+
+namespace {
+
+std::unique_ptr<GradientSource> calibrated(nlohmann::json spec, std::uint64_t n, std::uint64_t seed = 1)
+{
+  spec["source"] = "calibrated";
+  return parse_gradient_source(JsonReader(spec, "gradients"), GradientContext{seed, n, 8, SPARSIM_SOURCE_DIR});
+}
+
+std::size_t count_above_floor(const std::vector<float>& g, double floor)
+{
+  return static_cast<std::size_t>(
+      std::count_if(g.begin(), g.end(), [&](float v) { return std::fabs(v) > static_cast<float>(floor); }));
+}
+
+} // namespace
+
+TEST(NoiseMagnitude, TableFollowsTheMixtureItStandsFor)
+{
+  for (double tau : {0.0, 0.25, 1.0, 3.0}) {
+    const NoiseMagnitude table(tau);
+    for (double y = 0.01; y < NoiseMagnitude::kMaxY; y *= 1.07) {
+      const double x = table.magnitude(y);
+      EXPECT_NEAR(NoiseMagnitude::mixture_log_survival(tau, x), y, 1e-4 * std::max(1.0, y))
+          << "tau " << tau << ", y " << y << ", x " << x;
+      EXPECT_NEAR(table.log_survival(x), y, 1e-9 * std::max(1.0, y)); // the table's own inverse
+    }
+    EXPECT_EQ(table.upper_tail(0), 0.5);
+    EXPECT_NEAR(table.upper_tail(-1.3) + table.upper_tail(1.3), 1.0, 1e-15); // symmetric noise
+  }
+  // Without the log-normal factor the noise is a standard normal.
+  for (double x : {0.5, 2.0, 5.0, 10.0})
+    EXPECT_NEAR(NoiseMagnitude::mixture_log_survival(0, x), -std::log(std::erfc(x / std::sqrt(2.0))), 1e-12);
+}
+
+TEST(NoiseMagnitude, MatchesTheDenseGeneratorsBoxMullerDraws)
+{
+  // The dense generator's noise: Z exp(tau B - tau^2) from one Box-Muller pair per entry.
+  const double tau = 0.25;
+  const NoiseMagnitude table(tau);
+  const int draws = 2'000'000;
+  std::vector<double> thresholds = {0.5, 1.0, 2.0, 3.0, 4.0};
+  std::vector<int> above(thresholds.size(), 0);
+  for (int d = 0; d < draws; ++d) {
+    double z = 0, b = 0;
+    normal_pair(stream_bits(12345, static_cast<std::uint64_t>(d)), z, b);
+    const double x = std::fabs(z * std::exp(tau * b - tau * tau));
+    for (std::size_t t = 0; t < thresholds.size(); ++t)
+      above[t] += x > thresholds[t];
+  }
+  for (std::size_t t = 0; t < thresholds.size(); ++t) {
+    const double p = std::exp(-table.log_survival(thresholds[t]));
+    const double sd = std::sqrt(draws * p * (1 - p));
+    EXPECT_NEAR(above[t], draws * p, 5 * sd) << "P(|X| > " << thresholds[t] << ")";
+  }
+}
+
+TEST(CandidatePlan, EveryEntryIsKeptWithItsExactProbability)
+{
+  // Entries with spread-out noise and means (a few without noise), one floor; many independent ranks.
+  const std::size_t entries = 600;
+  const double floor = 1.0;
+  std::vector<float> mean(entries), noise(entries);
+  for (std::size_t i = 0; i < entries; ++i) {
+    noise[i] = static_cast<float>(i % 50 == 7 ? 0.0 : std::exp(-3.0 + 4.0 * static_cast<double>(i) / entries));
+    mean[i] = static_cast<float>(0.3 * noise[i] * std::sin(static_cast<double>(i)) + (i % 50 == 7 ? 1.5 : 0.0));
+  }
+  const NoiseMagnitude magnitude(0.25);
+  const CandidatePlan plan(mean, noise, floor, magnitude);
+  const int ranks = 4000;
+  std::vector<int> kept(entries, 0);
+  double value_sum_check = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const SparseVector c = plan.sample(mean, noise, mix_coordinates(7, r, 0, 0), [](Index) { return true; });
+    ASSERT_TRUE(std::is_sorted(c.indices.begin(), c.indices.end()));
+    for (std::size_t e = 0; e < c.size(); ++e) {
+      ASSERT_GT(std::fabs(c.values[e]), floor);
+      ++kept[c.indices[e]];
+      value_sum_check += c.values[e];
+    }
+  }
+  double chi = 0;
+  int tested = 0;
+  for (std::size_t i = 0; i < entries; ++i) {
+    const double p = noise[i] > 0 ? magnitude.upper_tail((floor - mean[i]) / noise[i]) +
+                                        magnitude.upper_tail((floor + mean[i]) / noise[i])
+                                  : (std::fabs(mean[i]) > floor ? 1.0 : 0.0);
+    const double expected = ranks * p;
+    const double sd = std::sqrt(ranks * p * (1 - p));
+    if (sd == 0) {
+      EXPECT_EQ(kept[i], expected) << "entry " << i;
+      continue;
+    }
+    EXPECT_NEAR(kept[i], expected, 5.5 * sd + 0.5) << "entry " << i << ", p = " << p;
+    if (expected > 5) {
+      chi += (kept[i] - expected) * (kept[i] - expected) / (sd * sd);
+      ++tested;
+    }
+  }
+  ASSERT_GT(tested, 100);
+  // The sum of squared z-scores of independent counts: mean `tested`, standard deviation sqrt(2 tested).
+  EXPECT_LT(std::fabs(chi - tested), 5 * std::sqrt(2.0 * tested)) << "chi^2 " << chi << " over " << tested;
+  EXPECT_TRUE(std::isfinite(value_sum_check));
+}
+
+TEST(CandidatePlan, ZeroFloorKeepsEveryNonzeroEntry)
+{
+  std::vector<float> mean = {0.0f, 1.0f, -2.0f, 0.0f}, noise = {1.0f, 0.5f, 0.0f, 0.0f};
+  const NoiseMagnitude magnitude(0.25);
+  const CandidatePlan plan(mean, noise, 0.0, magnitude);
+  const SparseVector c = plan.sample(mean, noise, 99, [](Index) { return true; });
+  EXPECT_EQ(c.indices, (std::vector<Index>{0, 1, 2}));
+  EXPECT_EQ(c.values[2], -2.0f);
+}
+
+TEST(CalibratedCandidates, MatchTheDenseGradientsAboveFloors)
+{
+  // One source, both generations: counts, magnitudes and per-layer shares of the entries above floors,
+  // summed over ranks, and each rank's exact k-th largest magnitude.
+  const std::uint64_t n = 1 << 18;
+  const auto dense = calibrated({{"model", "vgg16"}}, n);
+  const auto scale = calibrated({{"model", "vgg16"}, {"generation", "candidates"}}, n);
+  ASSERT_TRUE(scale->generates_candidates());
+  ASSERT_FALSE(dense->generates_candidates());
+  const auto& layers = dynamic_cast<const CalibratedSource&>(*dense).layers();
+  const int ranks = 24;
+  const std::uint64_t k = n / 100;
+  for (int iteration : {0, 5}) {
+    const double floor = scale->candidate_floor(iteration, 1.5 * k);
+    std::size_t dense_count = 0, scale_count = 0;
+    std::vector<double> dense_layer(layers.size(), 0), scale_layer(layers.size(), 0);
+    std::vector<float> dense_top, scale_top; // magnitudes above floor, pooled
+    double dense_threshold = 0, scale_threshold = 0;
+    std::vector<float> g(n);
+    for (int r = 0; r < ranks; ++r) {
+      dense->generate(r, iteration, g);
+      const SparseVector c = scale->candidates(r, iteration, floor);
+      dense_count += count_above_floor(g, floor);
+      scale_count += c.size();
+      for (std::size_t l = 0; l < layers.size(); ++l)
+        for (std::uint64_t i = layers[l].begin; i < layers[l].begin + layers[l].size; ++i)
+          dense_layer[l] += std::fabs(g[i]) > static_cast<float>(floor);
+      for (std::size_t e = 0; e < c.size(); ++e) {
+        scale_top.push_back(std::fabs(c.values[e]));
+        const auto layer = std::upper_bound(layers.begin(), layers.end(), c.indices[e],
+                                            [](Index i, const FlatLayer& l) { return i < l.begin; }) - 1;
+        scale_layer[static_cast<std::size_t>(layer - layers.begin())] += 1;
+      }
+      for (float v : g)
+        if (std::fabs(v) > static_cast<float>(floor))
+          dense_top.push_back(std::fabs(v));
+      // The k-th largest magnitude: of the dense vector, and of the candidates (exact when there are k).
+      ASSERT_GE(c.size(), k);
+      dense_threshold += kth_largest_magnitude(g, k) / ranks;
+      scale_threshold += kth_largest_magnitude(c.values, k) / ranks;
+    }
+    // Counts: Poisson-like around the same expectation (the floor's expected count is 1.5 k per rank).
+    const double sd = std::sqrt(static_cast<double>(dense_count));
+    EXPECT_NEAR(static_cast<double>(scale_count), static_cast<double>(dense_count), 6 * sd * std::sqrt(2.0))
+        << "iteration " << iteration;
+    EXPECT_NEAR(static_cast<double>(scale_count) / ranks, 1.5 * k, 0.1 * k) << "the floor's expected count";
+    EXPECT_NEAR(scale_threshold / dense_threshold, 1.0, 0.01) << "iteration " << iteration;
+    // Magnitudes above the floor: quantiles of the pooled samples.
+    std::sort(dense_top.begin(), dense_top.end());
+    std::sort(scale_top.begin(), scale_top.end());
+    for (double q : {0.1, 0.5, 0.9, 0.99}) {
+      const double d = dense_top[static_cast<std::size_t>(q * dense_top.size())];
+      const double s = scale_top[static_cast<std::size_t>(q * scale_top.size())];
+      EXPECT_NEAR(s / d, 1.0, q < 0.95 ? 0.02 : 0.06) << "quantile " << q;
+    }
+    // Per layer (the layers with at least 400 entries above the floor in all).
+    for (std::size_t l = 0; l < layers.size(); ++l)
+      if (dense_layer[l] >= 400)
+        EXPECT_NEAR(scale_layer[l], dense_layer[l], 6 * std::sqrt(2 * dense_layer[l])) << layers[l].name;
+  }
+}
+
+TEST(CalibratedCandidates, DeterministicAndIndependentOfCallOrder)
+{
+  const std::uint64_t n = 1 << 16;
+  const auto a = calibrated({{"model", "lstm_an4"}, {"generation", "candidates"}}, n, 5);
+  const auto b = calibrated({{"model", "lstm_an4"}, {"generation", "candidates"}}, n, 5);
+  const double floor = a->candidate_floor(3, 500);
+  const SparseVector a3 = a->candidates(3, 3, floor);
+  const SparseVector a1 = a->candidates(1, 3, floor);
+  EXPECT_EQ(b->candidates(1, 3, floor), a1);
+  EXPECT_EQ(b->candidates(3, 3, floor), a3);
+  EXPECT_NE(a1, a3);
+  EXPECT_EQ(b->candidate_floor(3, 500), floor);
+  const auto other_seed = calibrated({{"model", "lstm_an4"}, {"generation", "candidates"}}, n, 6);
+  EXPECT_NE(other_seed->candidates(1, 3, floor), a1);
+}
+
+TEST(CalibratedCandidates, EmbeddingRowsAbsentFromTheBatchHaveNoCandidates)
+{
+  // BERT's word embedding is row-sparse: the candidates of a rank lie in the rows its dense gradient has.
+  const std::uint64_t n = 1 << 20;
+  const auto dense = calibrated({{"model", "bert_base"}}, n);
+  const auto scale = calibrated({{"model", "bert_base"}, {"generation", "candidates"}}, n);
+  std::vector<float> g(n);
+  std::size_t in_embeddings = 0;
+  for (int r = 0; r < 4; ++r) {
+    dense->generate(r, 2, g);
+    const SparseVector c = scale->candidates(r, 2, scale->candidate_floor(2, 0.2 * n));
+    for (std::size_t e = 0; e < c.size(); ++e) {
+      const Index i = c.indices[e];
+      ASSERT_NE(g[i], 0.0f) << "rank " << r << ": candidate " << i << " in a row the dense gradient zeroed";
+    }
+    for (const auto& layer : dynamic_cast<const CalibratedSource&>(*scale).layers())
+      if (layer.rows > 0)
+        in_embeddings += static_cast<std::size_t>(
+            std::count_if(c.indices.begin(), c.indices.end(),
+                          [&](Index i) { return i >= layer.begin && i < layer.begin + layer.size; }));
+  }
+  EXPECT_GT(in_embeddings, 1000u);
+}
+
+TEST(LocalSelectorCandidates, SameSelectionsAsFromTheDenseVector)
+{
+  // Threshold reuse and re-evaluation over iterations: the selector fed with the entries above a floor below
+  // its threshold selects exactly what the one fed with the dense vector does.
+  const std::uint64_t n = 1 << 16, k = 600;
+  const auto source = calibrated({{"model", "vgg16"}}, n);
+  SelectionConfig config{.policy = SelectionPolicy::threshold_reuse, .reevaluate_every = 4,
+                         .rules = threshold_rules("vgg")};
+  LocalSelector from_dense(config), from_candidates(config);
+  std::vector<float> g(n);
+  for (int t = 0; t < 12; ++t) {
+    source->generate(0, t, g);
+    const auto reused = from_candidates.reuse_threshold(t);
+    EXPECT_EQ(reused.has_value(), t % 4 != 0 && t > 0);
+    // Floor: the reused threshold, else the (2k)-th largest magnitude.
+    const double floor = reused ? *reused : kth_largest_magnitude(g, 2 * k);
+    SparseVector candidates;
+    for (Index i = 0; i < n; ++i)
+      if (std::fabs(g[i]) > static_cast<float>(floor) * (1 - 1e-6f)) {
+        candidates.indices.push_back(i);
+        candidates.values.push_back(g[i]);
+      }
+    SelectionTraffic dense_traffic, candidate_traffic;
+    const SparseVector expected = from_dense.select(g, k, t, dense_traffic);
+    EXPECT_EQ(from_candidates.select_candidates(candidates, n, k, t, candidate_traffic), expected) << "iteration " << t;
+    EXPECT_EQ(candidate_traffic.bytes_read, dense_traffic.bytes_read);
+    EXPECT_EQ(candidate_traffic.bytes_written, dense_traffic.bytes_written);
+  }
+}
+
+TEST(CalibratedCandidates, ConfigRules)
+{
+  nlohmann::json config = {
+      {"ranks", 4},
+      {"topology", {{"type", "star"}, {"nodes", 4}, {"bandwidth", "10Gbps"}, {"latency", "1us"}}},
+      {"workload", {{"n", 4096}, {"density", 0.05}}},
+      {"algorithm", {{"name", "topka"}}},
+      {"gradients", {{"source", "calibrated"}, {"model", "vgg16"}, {"generation", "candidates"}}}};
+  // No dense residual: "none" by default, "dense" refused at its path.
+  EXPECT_EQ(parse_config(config, SPARSIM_SOURCE_DIR).selection.residual, ResidualKind::none);
+  config["selection"] = {{"residual", "dense"}};
+  try {
+    parse_config(config, SPARSIM_SOURCE_DIR);
+    FAIL() << "a dense residual was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("selection.residual"), std::string::npos) << e.what();
+  }
+  config.erase("selection");
+  // Only the calibrated source has the candidates generation.
+  config["gradients"] = {{"source", "uniform"}, {"generation", "candidates"}};
+  try {
+    parse_config(config, SPARSIM_SOURCE_DIR);
+    FAIL() << "uniform gradients accepted the candidates generation";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("gradients.generation"), std::string::npos) << e.what();
+  }
+}
