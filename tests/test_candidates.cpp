@@ -77,13 +77,16 @@ TEST(NoiseMagnitude, MatchesTheDenseGeneratorsBoxMullerDraws)
 
 TEST(CandidatePlan, EveryEntryIsKeptWithItsExactProbability)
 {
-  // Entries with spread-out noise and means (a few without noise), one floor; many independent ranks.
+  // Entries with spread-out noise and means (a few without noise, a few with means beyond the floor), one
+  // floor; many independent ranks.
   const std::size_t entries = 600;
   const double floor = 1.0;
   std::vector<float> mean(entries), noise(entries);
   for (std::size_t i = 0; i < entries; ++i) {
     noise[i] = static_cast<float>(i % 50 == 7 ? 0.0 : std::exp(-3.0 + 4.0 * static_cast<double>(i) / entries));
     mean[i] = static_cast<float>(0.3 * noise[i] * std::sin(static_cast<double>(i)) + (i % 50 == 7 ? 1.5 : 0.0));
+    if (i % 25 == 13) // means beyond the floor, either sign: the far side exceeds it for small |X| too
+      mean[i] = static_cast<float>(i % 2 ? 1.2 : -1.2);
   }
   const NoiseMagnitude magnitude(0.25);
   const CandidatePlan plan(mean, noise, floor, magnitude);
@@ -91,7 +94,10 @@ TEST(CandidatePlan, EveryEntryIsKeptWithItsExactProbability)
   std::vector<int> kept(entries, 0);
   double value_sum_check = 0;
   for (int r = 0; r < ranks; ++r) {
-    const SparseVector c = plan.sample(mean, noise, mix_coordinates(7, r, 0, 0), [](Index) { return true; });
+    std::vector<SparseVector> out;
+    const std::uint64_t stream = mix_coordinates(7, r, 0, 0);
+    plan.sample(std::span(&stream, 1), {}, [](std::size_t, Index) { return false; }, out);
+    const SparseVector& c = out[0];
     ASSERT_TRUE(std::is_sorted(c.indices.begin(), c.indices.end()));
     for (std::size_t e = 0; e < c.size(); ++e) {
       ASSERT_GT(std::fabs(c.values[e]), floor);
@@ -128,9 +134,13 @@ TEST(CandidatePlan, ZeroFloorKeepsEveryNonzeroEntry)
   std::vector<float> mean = {0.0f, 1.0f, -2.0f, 0.0f}, noise = {1.0f, 0.5f, 0.0f, 0.0f};
   const NoiseMagnitude magnitude(0.25);
   const CandidatePlan plan(mean, noise, 0.0, magnitude);
-  const SparseVector c = plan.sample(mean, noise, 99, [](Index) { return true; });
-  EXPECT_EQ(c.indices, (std::vector<Index>{0, 1, 2}));
-  EXPECT_EQ(c.values[2], -2.0f);
+  for (std::uint64_t stream = 0; stream < 50; ++stream) {
+    std::vector<SparseVector> out;
+    plan.sample(std::span(&stream, 1), {}, [](std::size_t, Index) { return false; }, out);
+    const SparseVector& c = out[0];
+    ASSERT_EQ(c.indices, (std::vector<Index>{0, 1, 2}));
+    EXPECT_EQ(c.values[2], -2.0f);
+  }
 }
 
 TEST(CalibratedCandidates, MatchTheDenseGradientsAboveFloors)
@@ -291,4 +301,28 @@ TEST(CalibratedCandidates, ConfigRules)
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("gradients.generation"), std::string::npos) << e.what();
   }
+}
+
+TEST(ExponentialZiggurat, DrawsFollowTheExponentialDistribution)
+{
+  const ExponentialZiggurat exponential;
+  const int draws = 2'000'000;
+  const std::vector<double> points = {0.01, 0.1, 0.5, 1.0, 2.0, 4.0, 7.0, 7.7, 9.0, 12.0};
+  std::vector<int> above(points.size(), 0);
+  double sum = 0;
+  std::uint64_t counter = 0;
+  for (int d = 0; d < draws; ++d) {
+    const double x = exponential.draw(4242, counter);
+    ASSERT_GE(x, 0);
+    sum += x;
+    for (std::size_t p = 0; p < points.size(); ++p)
+      above[p] += x > points[p];
+  }
+  EXPECT_NEAR(sum / draws, 1.0, 5.0 / std::sqrt(draws));
+  for (std::size_t p = 0; p < points.size(); ++p) {
+    const double q = std::exp(-points[p]);
+    EXPECT_NEAR(above[p], draws * q, 5 * std::sqrt(draws * q * (1 - q)) + 1) << "P(E > " << points[p] << ")";
+  }
+  // Most draws take one stream value (1.1% fall outside a layer's rectangle and take two or three).
+  EXPECT_LT(static_cast<double>(counter) / draws, 1.05);
 }

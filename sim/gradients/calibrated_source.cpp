@@ -230,6 +230,7 @@ CalibratedSource::CalibratedSource(const ModelTable& table, CalibratedParams par
     const FlatLayer& layer = layers_[l];
     if (layer.rows == 0)
       continue;
+    row_sparse_ranges_.push_back({static_cast<Index>(layer.begin), static_cast<Index>(layer.begin + layer.size)});
     // Token frequencies: Zipf over the table's rows, most frequent first (row r has frequency rank r + 1).
     double harmonic = 0;
     for (std::uint64_t r = layer.table_rows; r >= 1; --r)
@@ -397,15 +398,18 @@ CalibratedSource::PlanEntry CalibratedSource::candidate_plan(int iteration, doub
   return entry;
 }
 
-SparseVector CalibratedSource::candidates(RankId rank, int iteration, double floor) const
+void CalibratedSource::candidates(std::span<const RankId> ranks, int iteration, double floor,
+                                  std::vector<SparseVector>& out) const
 {
   if (!magnitude_)
-    return GradientSource::candidates(rank, iteration, floor);
+    return GradientSource::candidates(ranks, iteration, floor, out);
   const PlanEntry entry = candidate_plan(iteration, floor);
-  const std::uint64_t stream = mix_coordinates(seed_ ^ kSaltCandidates, static_cast<std::uint64_t>(rank),
-                                               static_cast<std::uint64_t>(iteration), 0);
-  return entry.plan->sample(entry.part->mean, entry.part->noise, stream,
-                            [&](Index i) { return row_present(rank, iteration, i); });
+  std::vector<std::uint64_t> streams;
+  for (RankId rank : ranks)
+    streams.push_back(mix_coordinates(seed_ ^ kSaltCandidates, static_cast<std::uint64_t>(rank),
+                                      static_cast<std::uint64_t>(iteration), 0));
+  entry.plan->sample(streams, row_sparse_ranges_,
+                     [&](std::size_t slot, Index i) { return row_present(ranks[slot], iteration, i); }, out);
 }
 
 double CalibratedSource::candidate_floor(int iteration, double expected) const
@@ -417,7 +421,7 @@ double CalibratedSource::candidate_floor(int iteration, double expected) const
     std::lock_guard lock(plan_mutex_);
     if (counter_iteration_ != iteration) {
       const auto part = shared_part(iteration);
-      counter_ = std::make_shared<CandidateCounter>(part->mean, part->noise,
+      counter_ = std::make_shared<CandidateCounter>(part->mean, part->noise, row_sparse_ranges_,
                                                     [&](Index i) { return row_presence(i); }, *magnitude_);
       counter_iteration_ = iteration;
     }

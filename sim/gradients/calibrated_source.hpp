@@ -113,8 +113,15 @@ public:
   bool concurrent_generate() const override { return true; } // the shared part is cached under a mutex
   std::optional<Seconds> forward_backward_time() const override;
   bool generates_candidates() const override { return magnitude_.has_value(); }
-  SparseVector candidates(RankId rank, int iteration, double floor) const override;
+  using GradientSource::candidates;
+  void candidates(std::span<const RankId> ranks, int iteration, double floor,
+                  std::vector<SparseVector>& out) const override;
   double candidate_floor(int iteration, double expected) const override;
+  void prepare_candidates(int iteration, double floor) const override
+  {
+    if (magnitude_)
+      candidate_plan(iteration, floor);
+  }
 
   const std::vector<FlatLayer>& layers() const { return layers_; }
   const CalibratedParams& params() const { return params_; }
@@ -149,6 +156,7 @@ private:
   // the factor of the row's entries when it is (the square root of the token's expected count given that).
   std::vector<std::vector<double>> row_probability_;
   std::vector<std::vector<double>> row_factor_;
+  std::vector<IndexRange> row_sparse_ranges_; // the row-sparse embeddings' entries
   mutable std::mutex cache_mutex_;
   mutable std::shared_ptr<const SharedPart> cache_;
   // The candidates generation: the noise's tabulated magnitude, the last plans (one per floor asked for) and

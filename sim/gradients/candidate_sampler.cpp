@@ -15,22 +15,32 @@ namespace {
 // mean + noise X can never lift an entry outside the proposal above the floor.
 constexpr double kFloorSlack = 1e-6;
 
-double bucket_y(int bucket) { return static_cast<double>(bucket) / CandidatePlan::kBucketsPerUnit; }
+double edge_y(int edge) { return static_cast<double>(edge) / CandidatePlan::kEdgesPerUnit; }
 
-// Sorts (index << 32 | value bits) keys by index: least significant digit radix sort on the index's 16-bit
-// halves (one pass when every index is below 2^16).
-void sort_by_index(std::vector<std::uint64_t>& keys)
+// Sorts (index << 32 | value bits) keys by index: least significant digit radix sort on the index, in as few
+// passes of at most 11 bits as its largest value needs (a 2048-entry count table stays in the L1 cache).
+void sort_by_index(std::vector<std::uint64_t>& keys, std::vector<std::uint64_t>& scratch)
 {
-  std::vector<std::uint64_t> scratch(keys.size());
-  const std::uint64_t largest = keys.empty() ? 0 : (*std::max_element(keys.begin(), keys.end()) >> 32);
-  for (int shift = 32; shift < 64 && (largest >> (shift - 32)) != 0; shift += 16) {
-    std::vector<std::size_t> offsets(65537, 0);
+  if (keys.empty())
+    return;
+  const auto largest = static_cast<std::uint32_t>(*std::max_element(keys.begin(), keys.end()) >> 32);
+  const int bits = std::bit_width(largest);
+  const int passes = (bits + 10) / 11;
+  if (passes == 0)
+    return;
+  const int digit = (bits + passes - 1) / passes;
+  const std::uint64_t mask = (1ull << digit) - 1;
+  scratch.resize(keys.size());
+  std::vector<std::size_t> offsets(static_cast<std::size_t>(mask) + 2);
+  for (int pass = 0; pass < passes; ++pass) {
+    const int shift = 32 + pass * digit;
+    std::fill(offsets.begin(), offsets.end(), 0);
     for (std::uint64_t key : keys)
-      ++offsets[((key >> shift) & 0xFFFF) + 1];
+      ++offsets[((key >> shift) & mask) + 1];
     for (std::size_t d = 1; d < offsets.size(); ++d)
       offsets[d] += offsets[d - 1];
     for (std::uint64_t key : keys)
-      scratch[offsets[(key >> shift) & 0xFFFF]++] = key;
+      scratch[offsets[(key >> shift) & mask]++] = key;
     keys.swap(scratch);
   }
 }
@@ -46,10 +56,29 @@ CandidatePlan::CandidatePlan(std::span<const float> mean, std::span<const float>
     throw std::invalid_argument("CandidatePlan: mean and noise differ in size");
   if (!(floor >= 0))
     throw std::invalid_argument("CandidatePlan: the floor must be >= 0");
-  // Bucket edges in |X|: edge[j] = L^-1(j h); entry i goes to the last j with edge[j] <= a_i.
-  std::vector<double> edges(kBuckets + 1);
-  for (int j = 0; j <= kBuckets; ++j)
-    edges[j] = magnitude.magnitude(bucket_y(j));
+  // Edges in |X|: edge[j] = L^-1(j h). An entry's near side goes to the last j with edge[j] <= a_near, its far
+  // side to the last j' <= j + kMaxGap with edge[j'] <= a_far.
+  std::vector<double> edges(kEdges + 1);
+  for (int j = 0; j <= kEdges; ++j)
+    edges[j] = magnitude.magnitude(edge_y(j));
+  // The last edge at or below a, at most kEdges - 1: a uniform grid over [0, edges[kEdges]) starts the search
+  // at most an edge or two below.
+  constexpr int kCells = 1 << 16;
+  const double cells_per_unit = kCells / edges[kEdges];
+  std::vector<int> start(kCells + 1);
+  for (int c = 0, j = 0; c <= kCells; ++c) {
+    while (j + 1 < kEdges && edges[j + 1] <= c / cells_per_unit)
+      ++j;
+    start[c] = j;
+  }
+  auto edge_below = [&](double a) {
+    if (a <= 0)
+      return 0;
+    int j = start[static_cast<std::size_t>(std::min(a * cells_per_unit, static_cast<double>(kCells)))];
+    while (j + 1 < kEdges && edges[j + 1] <= a)
+      ++j;
+    return j;
+  };
   const double proposal_floor = floor * (1 - kFloorSlack);
   constexpr std::uint16_t kLeftOut = 0xFFFF;
   std::vector<std::uint16_t> bucket_of(mean.size());
@@ -59,11 +88,14 @@ CandidatePlan::CandidatePlan(std::span<const float> mean, std::span<const float>
     const double spread = noise[i];
     std::uint16_t bucket = kLeftOut;
     if (spread > 0) {
-      const double a = (proposal_floor - centre) / spread;
-      if (a <= 0)
-        bucket = 0;
-      else if (a < edges[kBuckets])
-        bucket = static_cast<std::uint16_t>(std::upper_bound(edges.begin(), edges.end(), a) - edges.begin() - 1);
+      const double near = (proposal_floor - centre) / spread;
+      if (near < edges[kEdges]) {
+        // A mean above the floor keeps the far side above it too for small |X|: visit always (edges 0, 0).
+        const int j = edge_below(near);
+        const double far = (proposal_floor + centre) / spread;
+        const int gap = near <= 0 ? 0 : std::min(edge_below(far), j + kMaxGap) - j;
+        bucket = static_cast<std::uint16_t>(j * (kMaxGap + 1) + gap);
+      }
     } else if (centre > proposal_floor) {
       bucket = 0; // no noise: a candidate in every rank (visited with probability 1)
     }
@@ -72,72 +104,130 @@ CandidatePlan::CandidatePlan(std::span<const float> mean, std::span<const float>
       ++counts[bucket + 1];
   }
   bucket_begin_.assign(kBuckets + 1, 0);
-  for (int j = 1; j <= kBuckets; ++j)
-    bucket_begin_[j] = bucket_begin_[j - 1] + counts[j];
+  for (int b = 1; b <= kBuckets; ++b)
+    bucket_begin_[b] = bucket_begin_[b - 1] + counts[b];
   entries_.resize(bucket_begin_[kBuckets]);
   std::vector<std::size_t> next(bucket_begin_.begin(), bucket_begin_.end() - 1);
   for (std::size_t i = 0; i < mean.size(); ++i)
     if (bucket_of[i] != kLeftOut)
-      entries_[next[bucket_of[i]]++] = static_cast<Index>(i);
+      entries_[next[bucket_of[i]]++] = {static_cast<Index>(i), mean[i], noise[i]};
+  for (int b = 0; b < kBuckets; ++b)
+    if (bucket_begin_[b + 1] > bucket_begin_[b])
+      used_buckets_.push_back(b);
+}
+
+double CandidatePlan::visit_probability(int bucket)
+{
+  const int j = bucket / (kMaxGap + 1), gap = bucket % (kMaxGap + 1);
+  return (std::exp(-edge_y(j)) + std::exp(-edge_y(j + gap))) / 2;
 }
 
 double CandidatePlan::expected_visits() const
 {
   double visits = 0;
-  for (int j = 0; j < kBuckets; ++j)
-    visits += static_cast<double>(bucket_begin_[j + 1] - bucket_begin_[j]) * std::exp(-bucket_y(j));
+  for (int b : used_buckets_)
+    visits += static_cast<double>(bucket_begin_[b + 1] - bucket_begin_[b]) * visit_probability(b);
   return visits;
 }
 
-SparseVector CandidatePlan::sample(std::span<const float> mean, std::span<const float> noise, std::uint64_t stream,
-                                   const std::function<bool(Index)>& present) const
+void CandidatePlan::sample(std::span<const std::uint64_t> streams, std::span<const IndexRange> maybe_absent,
+                           const std::function<bool(std::size_t, Index)>& present, std::vector<SparseVector>& out) const
 {
-  std::vector<std::uint64_t> kept;
-  kept.reserve(static_cast<std::size_t>(expected_visits() * 0.75) + 16);
+  static const ExponentialZiggurat exponential;
+  // (index << 32 | value bits) per rank, kept between calls so that their pages are not faulted in again.
+  thread_local std::vector<std::vector<std::uint64_t>> kept;
+  thread_local std::vector<std::uint64_t> scratch;
+  const std::size_t ranks = streams.size();
+  if (kept.size() < ranks)
+    kept.resize(ranks);
+  const std::size_t expected = static_cast<std::size_t>(expected_visits()) + 16;
+  for (std::size_t s = 0; s < ranks; ++s) {
+    kept[s].clear();
+    kept[s].reserve(expected);
+  }
   const float floor = static_cast<float>(floor_);
-  for (int j = 0; j < kBuckets; ++j) {
-    const std::size_t size = bucket_begin_[j + 1] - bucket_begin_[j];
-    if (size == 0)
-      continue;
-    const Index* entries = entries_.data() + bucket_begin_[j];
-    const double y = bucket_y(j);
-    const bool every_entry = j == 0; // visit probability exp(0) = 1
-    const double log_stay = every_entry ? 0 : std::log1p(-std::exp(-y));
-    const std::uint64_t base = finalise(stream ^ (static_cast<std::uint64_t>(j) * 0xD1B54A32D192ED03ull));
+  struct Walk {
+    std::uint64_t base = 0;
     std::uint64_t counter = 0;
-    for (std::size_t position = 0;; ++position) {
-      if (!every_entry) {
-        // Entries skipped before the next visit: geometric with success probability exp(-y).
-        const double skip = std::floor(std::log(uniform_open_closed(stream_bits(base, counter++))) / log_stay);
-        if (skip >= static_cast<double>(size - position))
-          break;
-        position += static_cast<std::size_t>(skip);
+    std::size_t position = 0;
+  };
+  std::vector<Walk> walks(ranks);
+  constexpr std::size_t kChunk = 2048; // entries: 24 KiB
+  constexpr std::size_t kEntriesPerLine = 64 / sizeof(Entry);
+  for (int b : used_buckets_) {
+    const std::size_t size = bucket_begin_[b + 1] - bucket_begin_[b];
+    const Entry* entries = entries_.data() + bucket_begin_[b];
+    const int j = b / (kMaxGap + 1), gap = b % (kMaxGap + 1);
+    const double near_y = edge_y(j), far_y = edge_y(j + gap);
+    // The proposal: near side beyond edge j, far side beyond edge j + gap, each with the sign's probability 1/2.
+    const double visit = visit_probability(b);
+    const bool every_entry = visit >= 1;
+    // Geometric skips between visits: floor(E / rate) for E ~ Exp(1), rate = -log(1 - visit).
+    const double mean_gap = every_entry ? 0 : -1 / std::log1p(-visit);
+    const double near_share = std::exp(-near_y) / (2 * visit);
+    // Each rank's walk: the next position it visits and its stream. The bucket is walked in chunks, every rank
+    // through a chunk before the next one, so that a chunk is read from memory once for all of them.
+    auto next_visit = [&](std::size_t from, std::uint64_t base, std::uint64_t& counter) {
+      if (every_entry)
+        return from;
+      const double skip = std::floor(exponential.draw(base, counter) * mean_gap);
+      return skip >= static_cast<double>(size - from) ? size : from + static_cast<std::size_t>(skip);
+    };
+    for (std::size_t s = 0; s < ranks; ++s) {
+      walks[s].base = finalise(streams[s] ^ (static_cast<std::uint64_t>(b) * 0xD1B54A32D192ED03ull));
+      walks[s].counter = 0;
+      walks[s].position = next_visit(0, walks[s].base, walks[s].counter);
+    }
+    // Chunks whose lines most ranks' visits touch anyway are fetched ahead in one sweep.
+    const bool fetch_ahead = static_cast<double>(ranks) * visit * kEntriesPerLine >= 0.5;
+    for (std::size_t chunk_end = std::min(size, kChunk);; chunk_end = std::min(size, chunk_end + kChunk)) {
+      if (fetch_ahead)
+        for (std::size_t e = chunk_end - std::min(chunk_end, kChunk); e < chunk_end; e += kEntriesPerLine)
+          __builtin_prefetch(entries + e);
+      for (std::size_t s = 0; s < ranks; ++s) {
+        // The walk's state in locals: the stores of kept values cannot alias them.
+        const std::uint64_t base = walks[s].base;
+        std::uint64_t counter = walks[s].counter;
+        std::size_t position = walks[s].position;
+        std::vector<std::uint64_t>& mine = kept[s];
+        for (; position < chunk_end; position = next_visit(position + 1, base, counter)) {
+          const Entry& entry = entries[position];
+          // Which side, then |X| beyond that side's edge: Y = edge y + Exp(1).
+          const bool near = uniform01(stream_bits(base, counter++)) < near_share;
+          const double magnitude = magnitude_.magnitude((near ? near_y : far_y) + exponential.draw(base, counter));
+          const bool positive = (entry.mean >= 0) == near; // the near side has the mean's sign
+          const float g = entry.mean + entry.noise * static_cast<float>(positive ? magnitude : -magnitude);
+          if (std::fabs(g) <= floor)
+            continue;
+          if (!maybe_absent.empty() &&
+              std::any_of(maybe_absent.begin(), maybe_absent.end(),
+                          [&](IndexRange r) { return r.contains(entry.index); }) &&
+              !present(s, entry.index))
+            continue;
+          mine.push_back(static_cast<std::uint64_t>(entry.index) << 32 | std::bit_cast<std::uint32_t>(g));
+        }
+        walks[s].counter = counter;
+        walks[s].position = position;
       }
-      if (position >= size)
+      if (chunk_end == size)
         break;
-      const Index i = entries[position];
-      // |X| beyond this bucket's edge: Y = y + Exp(1); the lowest bit gives the sign.
-      const std::uint64_t bits = stream_bits(base, counter++);
-      const double magnitude = magnitude_.magnitude(y - std::log(uniform_open_closed(bits)));
-      const float x = static_cast<float>((bits & 1) ? -magnitude : magnitude);
-      const float g = mean[i] + noise[i] * x;
-      if (std::fabs(g) > floor && present(i))
-        kept.push_back(static_cast<std::uint64_t>(i) << 32 | std::bit_cast<std::uint32_t>(g));
     }
   }
-  sort_by_index(kept);
-  SparseVector out;
-  out.indices.resize(kept.size());
-  out.values.resize(kept.size());
-  for (std::size_t e = 0; e < kept.size(); ++e) {
-    out.indices[e] = static_cast<Index>(kept[e] >> 32);
-    out.values[e] = std::bit_cast<float>(static_cast<std::uint32_t>(kept[e]));
+  out.resize(ranks);
+  for (std::size_t s = 0; s < ranks; ++s) {
+    sort_by_index(kept[s], scratch);
+    out[s].indices.resize(kept[s].size());
+    out[s].values.resize(kept[s].size());
+    for (std::size_t e = 0; e < kept[s].size(); ++e) {
+      out[s].indices[e] = static_cast<Index>(kept[s][e] >> 32);
+      out[s].values[e] = std::bit_cast<float>(static_cast<std::uint32_t>(kept[s][e]));
+    }
   }
-  return out;
 }
 
 CandidateCounter::CandidateCounter(std::span<const float> mean, std::span<const float> noise,
-                                   const std::function<double(Index)>& weight, const NoiseMagnitude& magnitude)
+                                   std::span<const IndexRange> weighted, const std::function<double(Index)>& weight,
+                                   const NoiseMagnitude& magnitude)
     : magnitude_(magnitude)
 {
   // Cells of 1/32 octave in noise_i and 1/32 in |mean_i| / noise_i (ratios from 8 on count as no noise).
@@ -157,7 +247,10 @@ CandidateCounter::CandidateCounter(std::span<const float> mean, std::span<const 
   std::vector<double> histogram(static_cast<std::size_t>(noise_cells) * kRatioCells, 0.0);
   const double reach = magnitude.magnitude(NoiseMagnitude::kMaxY);
   for (std::size_t i = 0; i < mean.size(); ++i) {
-    const double w = weight(static_cast<Index>(i));
+    const auto index = static_cast<Index>(i);
+    const double w =
+        std::any_of(weighted.begin(), weighted.end(), [&](IndexRange r) { return r.contains(index); }) ? weight(index)
+                                                                                                      : 1.0;
     if (w <= 0)
       continue;
     const double centre = std::fabs(static_cast<double>(mean[i]));

@@ -98,7 +98,7 @@ std::uint64_t mix_coordinates(std::uint64_t seed, std::uint64_t rank, std::uint6
   return splitmix64(splitmix64(splitmix64(splitmix64(seed) ^ rank) ^ iteration) ^ index);
 }
 
-SparseVector GradientSource::candidates(RankId, int, double) const
+void GradientSource::candidates(std::span<const RankId>, int, double, std::vector<SparseVector>&) const
 {
   throw std::logic_error(name() + " gradients have no candidates generation");
 }
@@ -110,19 +110,19 @@ double GradientSource::candidate_floor(int, double) const
 
 double candidate_floor_for_top_k(const GradientSource& source, int iteration, std::uint64_t k)
 {
-  const double expected = 1.1 * static_cast<double>(k) + 8 * std::sqrt(static_cast<double>(k)) + 16;
+  const double expected = 1.02 * static_cast<double>(k) + 8 * std::sqrt(static_cast<double>(k)) + 16;
   return source.candidate_floor(iteration, expected);
 }
 
-SparseVector candidates_for_top_k(const GradientSource& source, RankId rank, int iteration, double floor,
-                                  std::uint64_t k)
+void candidates_for_top_k(const GradientSource& source, std::span<const RankId> ranks, int iteration, double floor,
+                          std::span<const std::uint64_t> needed, std::vector<SparseVector>& out)
 {
-  SparseVector candidates = source.candidates(rank, iteration, floor);
-  for (double lower = floor; candidates.size() < k && lower > 0;) {
-    lower = lower > 1e-30 * floor ? lower / 2 : 0.0;
-    candidates = source.candidates(rank, iteration, lower);
-  }
-  return candidates;
+  source.candidates(ranks, iteration, floor, out);
+  for (std::size_t s = 0; s < ranks.size(); ++s)
+    for (double lower = floor; out[s].size() < needed[s] && lower > 0;) {
+      lower = lower > 1e-30 * floor ? lower / 2 : 0.0;
+      out[s] = source.candidates(ranks[s], iteration, lower);
+    }
 }
 
 std::unique_ptr<GradientSource> parse_gradient_source(JsonReader gradients, const GradientContext& context)

@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace sparsim {
 
@@ -37,10 +38,21 @@ public:
   // gradients, when the source knows one (calibrated: its model table's "compute" object).
   virtual std::optional<Seconds> forward_backward_time() const { return std::nullopt; }
   // The candidates generation (scale mode; docs/gradients.md): instead of the dense gradient, the entries of
-  // rank `rank`'s gradient whose magnitude exceeds `floor`, sorted by index, in work proportional to their
-  // number, distributed as the dense gradient's entries above the floor. Only sources that say so support it.
+  // a rank's gradient whose magnitude exceeds `floor`, sorted by index, in work proportional to their number,
+  // distributed as the dense gradient's entries above the floor. Only sources that say so support it. out[s]
+  // receives the candidates of ranks[s] (its capacity is reused); one call for several ranks shares their
+  // memory traffic, the result of a rank does not depend on the others.
   virtual bool generates_candidates() const { return false; }
-  virtual SparseVector candidates(RankId /*rank*/, int /*iteration*/, double /*floor*/) const;
+  virtual void candidates(std::span<const RankId> ranks, int iteration, double floor,
+                          std::vector<SparseVector>& out) const;
+  SparseVector candidates(RankId rank, int iteration, double floor) const
+  {
+    std::vector<SparseVector> out;
+    candidates(std::span(&rank, 1), iteration, floor, out);
+    return std::move(out[0]);
+  }
+  // Builds now what candidates() of (iteration, floor) would build at its first call (the state shared by ranks).
+  virtual void prepare_candidates(int /*iteration*/, double /*floor*/) const {}
   // The floor above which a rank's gradient of `iteration` has `expected` entries on average (0 when even
   // every nonzero entry is fewer).
   virtual double candidate_floor(int /*iteration*/, double /*expected*/) const;
@@ -61,12 +73,12 @@ struct GradientContext {
 // Reads the config's "gradients" object: {"source": "uniform"} (default), {"source": "integers"}, ...
 std::unique_ptr<GradientSource> parse_gradient_source(JsonReader gradients, const GradientContext& context);
 
-// The candidates generation for an exact top-k of `k` per rank: a floor expected to leave 1.1 k candidates
-// (plus 8 standard deviations), and a rank's candidates above a floor with at least k of them (when fewer came,
-// drawn again from half the floor, down to every nonzero entry; rare by the floor's margin).
+// The candidates generation for an exact top-k of `k` per rank: a floor expected to leave 1.02 k candidates
+// (plus 8 standard deviations), and ranks' candidates above a floor with at least needed[s] for ranks[s] (a
+// rank that got fewer draws again from half the floor, down to every nonzero entry; rare by the floor's margin).
 double candidate_floor_for_top_k(const GradientSource& source, int iteration, std::uint64_t k);
-SparseVector candidates_for_top_k(const GradientSource& source, RankId rank, int iteration, double floor,
-                                  std::uint64_t k);
+void candidates_for_top_k(const GradientSource& source, std::span<const RankId> ranks, int iteration, double floor,
+                          std::span<const std::uint64_t> needed, std::vector<SparseVector>& out);
 
 // A 64-bit mix of the four coordinates (splitmix64 finaliser chained), the counter-based RNG behind
 // every source.

@@ -158,6 +158,7 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
       {"wall_time_s", output.wall_time},
       {"iteration_wall_s", output.iteration_wall},
       {"iteration_selection_wall_s", output.selection_wall},
+      {"iteration_selection_shared_wall_s", output.selection_shared_wall},
       {"peak_rss_bytes", output.peak_rss_bytes},
       {"memory_estimate_bytes", estimate_memory(config).bytes},
       {"training", config.gradients->training_log()},

@@ -151,6 +151,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   world.trace().trace_iteration(options.trace_iteration, config.ranks);
   run.records.assign(config.iterations, std::vector<RankIteration>(config.ranks));
   run.selection_wall.assign(config.iterations, 0.0);
+  run.selection_shared_wall.assign(config.iterations, 0.0);
   DenseVerifier dense_verifier(config);
   std::unique_ptr<SparseVerifier> sparse_verifier;
   std::unique_ptr<SelectionStage> selection_stage;
@@ -191,6 +192,8 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
     out.messages += row.stats.msgs_sent;
   out.iteration_wall = run.iteration_wall;
   out.selection_wall.assign(run.selection_wall.begin(), run.selection_wall.begin() + out.completed_iterations);
+  out.selection_shared_wall.assign(run.selection_shared_wall.begin(),
+                                   run.selection_shared_wall.begin() + out.completed_iterations);
   out.links = label_link_loads(world.link_loads().loads(), graph);
   if (options.trace_iteration >= 0)
     out.trace = {options.trace_iteration, world.phases().names(), world.trace().take()};

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 
 namespace sparsim {
@@ -212,10 +213,16 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
         if (const auto threshold = selector.reuse_threshold(t))
           floor = std::min(floor, *threshold);
     }
+    std::vector<SparseVector> all_candidates;
+    if (candidates) {
+      std::vector<RankId> ranks(static_cast<std::size_t>(P));
+      std::iota(ranks.begin(), ranks.end(), 0);
+      candidates_for_top_k(source, ranks, t, floor, std::vector<std::uint64_t>(ranks.size(), k), all_candidates);
+    }
     for (int r = 0; r < P; ++r) {
       SparseVector rank_candidates;
       if (candidates) {
-        rank_candidates = candidates_for_top_k(source, r, t, floor, k);
+        rank_candidates = std::move(all_candidates[static_cast<std::size_t>(r)]);
       } else {
         source.generate(r, t, gradient);
         if (measured)

@@ -122,6 +122,7 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
       const auto wall_before = std::chrono::steady_clock::now();
       stage.prepare(it, run.threads);
       run.selection_wall[it] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_before).count();
+      run.selection_shared_wall[it] = stage.shared_seconds();
     });
     if (!begun)
       return;

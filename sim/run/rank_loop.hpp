@@ -38,6 +38,7 @@ struct RunState {
   std::chrono::steady_clock::time_point wall_start;
   std::vector<Seconds> iteration_wall = {}; // see RunOutput
   std::vector<Seconds> selection_wall = {}; // see RunOutput; [iteration], sized by the driver
+  std::vector<Seconds> selection_shared_wall = {};
   Seconds wall_limit = 0;                   // 0: none
   int stopped_at = -1;                      // the first iteration not run (wall-clock limit), -1 while running
 

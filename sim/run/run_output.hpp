@@ -72,6 +72,7 @@ struct RunOutput {
   Seconds wall_time = 0;
   std::vector<Seconds> iteration_wall; // host seconds from the start of the run to rank 0's end of each iteration
   std::vector<Seconds> selection_wall; // host seconds of each iteration spent in the selection stage (0: dense)
+  std::vector<Seconds> selection_shared_wall; // the part of it spent on what ranks share (candidates' floor, plan)
   std::uint64_t peak_rss_bytes = 0;
   std::uint64_t messages = 0;   // simulated messages, all iterations
   int completed_iterations = 0; // fewer than configured when the run stopped early (partial results)

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <exception>
+#include <limits>
 #include <span>
 #include <thread>
 
@@ -17,14 +17,35 @@ void SelectionStage::prepare(int iteration, int threads)
   threads = std::max(1, std::min(threads, config_.ranks));
   std::vector<std::exception_ptr> failures(threads);
   ranks_prepared_ = 0;
-  if (candidates_)
+  const auto shared_start = std::chrono::steady_clock::now();
+  if (candidates_) {
     floor_ = candidate_floor(iteration);
+    config_.gradients->prepare_candidates(iteration, floor_);
+  }
+  shared_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - shared_start).count();
+  // Thread t prepares the batches t, t + threads, ... of kBatch consecutive ranks (a batch shares the
+  // candidates generation's memory traffic; the dense generation takes one rank at a time).
+  const int batch = candidates_ ? kBatch : 1;
   auto work = [&](int first) {
     try {
       std::vector<float> gradient(candidates_ ? 0 : config_.workload.n); // dense generation only
-      for (RankId rank = first; rank < config_.ranks; rank += threads) {
-        prepare_rank(rank, iteration, gradient);
-        ranks_prepared_.fetch_add(1, std::memory_order_relaxed);
+      std::vector<SparseVector> candidates;
+      std::vector<RankId> ranks;
+      std::vector<std::uint64_t> needed;
+      for (RankId begin = first * batch; begin < config_.ranks; begin += threads * batch) {
+        ranks.clear();
+        needed.clear();
+        for (RankId rank = begin; rank < std::min(config_.ranks, begin + batch); ++rank) {
+          ranks.push_back(rank);
+          // Enough candidates for an exact top-k; a reused threshold is at least the floor.
+          needed.push_back(selectors_[rank].reuse_threshold(iteration) ? 0 : config_.workload.k);
+        }
+        if (candidates_)
+          candidates_for_top_k(*config_.gradients, ranks, iteration, floor_, needed, candidates);
+        for (std::size_t slot = 0; slot < ranks.size(); ++slot) {
+          prepare_rank(ranks[slot], iteration, gradient, candidates_ ? &candidates[slot] : nullptr);
+          ranks_prepared_.fetch_add(1, std::memory_order_relaxed);
+        }
       }
     } catch (...) {
       failures[first] = std::current_exception();
@@ -69,15 +90,11 @@ double SelectionStage::candidate_floor(int iteration) const
   return floor;
 }
 
-void SelectionStage::prepare_rank(RankId rank, int iteration, std::vector<float>& gradient)
+void SelectionStage::prepare_rank(RankId rank, int iteration, std::vector<float>& gradient,
+                                  const SparseVector* candidates)
 {
-  SparseVector candidates;
   std::span<const float> acc;
-  if (candidates_) {
-    // Enough candidates for an exact top-k; a reused threshold is at least the floor.
-    const bool exact_top_k = !selectors_[rank].reuse_threshold(iteration).has_value();
-    candidates = candidates_for_top_k(*config_.gradients, rank, iteration, floor_, exact_top_k ? config_.workload.k : 0);
-  } else {
+  if (!candidates) {
     config_.gradients->generate(rank, iteration, gradient);
     acc = gradient;
     if (keep_residual_) {
@@ -93,8 +110,8 @@ void SelectionStage::prepare_rank(RankId rank, int iteration, std::vector<float>
   LocalSelector& selector = selectors_[rank];
   const std::uint64_t k = config_.workload.k;
   const auto wall_start = std::chrono::steady_clock::now();
-  prepared.selection = candidates_
-                           ? selector.select_candidates(candidates, config_.workload.n, k, iteration, prepared.traffic)
+  prepared.selection = candidates
+                           ? selector.select_candidates(*candidates, config_.workload.n, k, iteration, prepared.traffic)
                            : selector.select(acc, k, iteration, prepared.traffic);
   prepared.host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   // The kernels reserve generously; a selection lives through the iteration beside P - 1 others.

@@ -24,7 +24,7 @@ void consume_selection(std::vector<float>& acc, const SparseVector& selection, c
 //
 // With the candidates generation (gradients.generation "candidates") a rank's acc is its candidates: the
 // entries above one floor shared by all ranks in the iteration, the lowest threshold any rank reuses, or, when
-// some rank selects its exact top-k, lower still if needed for 1.1 k candidates (candidate_floor_for_top_k).
+// some rank selects its exact top-k, lower still if needed for 1.02 k candidates (candidate_floor_for_top_k).
 class SelectionStage {
 public:
   explicit SelectionStage(const ExperimentConfig& config)
@@ -39,6 +39,8 @@ public:
 
   // Prepares every rank's selection for `iteration` with up to `threads` host threads.
   void prepare(int iteration, int threads);
+  // Host seconds the last prepare() spent on what ranks share (the candidates generation's floor and plan).
+  Seconds shared_seconds() const { return shared_seconds_; }
   // Ranks prepared so far by the running prepare() (the run's progress display reads it from another thread).
   int ranks_prepared() const { return ranks_prepared_.load(std::memory_order_relaxed); }
 
@@ -60,7 +62,10 @@ private:
     Seconds host_seconds = 0; // the host time the selection took (compute "measured")
   };
 
-  void prepare_rank(RankId rank, int iteration, std::vector<float>& gradient);
+  static constexpr int kBatch = 8; // ranks whose candidates are drawn together
+
+  // The rank's acc and selection: from its candidates when given, else from its dense gradient.
+  void prepare_rank(RankId rank, int iteration, std::vector<float>& gradient, const SparseVector* candidates);
   // The candidates generation's floor for `iteration` (every rank's selector has its state from iteration - 1).
   double candidate_floor(int iteration) const;
 
@@ -68,6 +73,7 @@ private:
   bool keep_residual_;
   bool candidates_;
   double floor_ = 0; // this iteration's candidate floor
+  Seconds shared_seconds_ = 0;
   std::vector<std::vector<float>> residuals_; // [rank], allocated at the first sparse iteration
   std::vector<LocalSelector> selectors_;      // [rank]: the reused thresholds
   std::atomic<int> ranks_prepared_ = 0;
