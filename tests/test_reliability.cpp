@@ -50,7 +50,8 @@ CliResult run_sweep_into(const nlohmann::json& sweep, const std::filesystem::pat
 // Manifest fields that legitimately differ between two runs of the same config: the time and memory the run
 // took on this machine, and the command line (it names the output folder).
 const std::vector<std::string> kRunDependentManifestFields = {
-    "wall_time_s", "iteration_wall_s", "iteration_selection_wall_s", "peak_rss_bytes", "command_line"};
+    "wall_time_s",    "iteration_wall_s", "iteration_selection_wall_s", "iteration_selection_shared_wall_s",
+    "peak_rss_bytes", "command_line"};
 
 nlohmann::json manifest_without_run_dependent_fields(const std::filesystem::path& dir)
 {

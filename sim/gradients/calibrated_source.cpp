@@ -16,13 +16,13 @@ namespace sparsim {
 namespace {
 
 // Independent random streams: each factor of the model draws from its own salt of the seed.
-constexpr std::uint64_t kSaltMagnitude = 0x6d61676e69747564ull; // w_i
-constexpr std::uint64_t kSaltShared = 0x7368617265646d69ull;    // m_i
-constexpr std::uint64_t kSaltNoise = 0x6e6f6973657a7269ull;     // z_r,i
-constexpr std::uint64_t kSaltIteration = 0x6974657261746963ull; // c(t)
-constexpr std::uint64_t kSaltRows = 0x726f77736163746full;      // row activity
+constexpr std::uint64_t kSaltMagnitude = 0x6d61676e69747564ull;  // w_i
+constexpr std::uint64_t kSaltShared = 0x7368617265646d69ull;     // m_i
+constexpr std::uint64_t kSaltNoise = 0x6e6f6973657a7269ull;      // z_r,i
+constexpr std::uint64_t kSaltIteration = 0x6974657261746963ull;  // c(t)
+constexpr std::uint64_t kSaltRows = 0x726f77736163746full;       // row activity
 constexpr std::uint64_t kSaltCandidates = 0x63616e6469646174ull; // the candidates generation's per-rank draws
-constexpr std::uint64_t kAllRanks = ~0ull;                      // the "rank" coordinate of shared draws
+constexpr std::uint64_t kAllRanks = ~0ull;                       // the "rank" coordinate of shared draws
 // The normal behind the log-normal magnitude w_i is clamped to +-4: without a cap, the one largest entry among
 // millions (a 5-6 sigma draw, persistent for hot_set_drift iterations) decides the sample kurtosis alone.
 constexpr double kLogMagnitudeCap = 4.0;
@@ -408,8 +408,9 @@ void CalibratedSource::candidates(std::span<const RankId> ranks, int iteration, 
   for (RankId rank : ranks)
     streams.push_back(mix_coordinates(seed_ ^ kSaltCandidates, static_cast<std::uint64_t>(rank),
                                       static_cast<std::uint64_t>(iteration), 0));
-  entry.plan->sample(streams, row_sparse_ranges_,
-                     [&](std::size_t slot, Index i) { return row_present(ranks[slot], iteration, i); }, out);
+  entry.plan->sample(
+      streams, row_sparse_ranges_, [&](std::size_t slot, Index i) { return row_present(ranks[slot], iteration, i); },
+      out);
 }
 
 double CalibratedSource::candidate_floor(int iteration, double expected) const
@@ -421,8 +422,8 @@ double CalibratedSource::candidate_floor(int iteration, double expected) const
     std::lock_guard lock(plan_mutex_);
     if (counter_iteration_ != iteration) {
       const auto part = shared_part(iteration);
-      counter_ = std::make_shared<CandidateCounter>(part->mean, part->noise, row_sparse_ranges_,
-                                                    [&](Index i) { return row_presence(i); }, *magnitude_);
+      counter_ = std::make_shared<CandidateCounter>(
+          part->mean, part->noise, row_sparse_ranges_, [&](Index i) { return row_presence(i); }, *magnitude_);
       counter_iteration_ = iteration;
     }
     counter = counter_;

@@ -241,16 +241,15 @@ CandidateCounter::CandidateCounter(std::span<const float> mean, std::span<const 
       largest_log = std::max(largest_log, l);
     }
   const int first_bin = std::isfinite(smallest_log) ? static_cast<int>(std::floor(smallest_log * kNoiseBins)) : 0;
-  const int noise_cells = std::isfinite(smallest_log)
-                              ? static_cast<int>(std::floor(largest_log * kNoiseBins)) - first_bin + 1
-                              : 0;
+  const int noise_cells =
+      std::isfinite(smallest_log) ? static_cast<int>(std::floor(largest_log * kNoiseBins)) - first_bin + 1 : 0;
   std::vector<double> histogram(static_cast<std::size_t>(noise_cells) * kRatioCells, 0.0);
   const double reach = magnitude.magnitude(NoiseMagnitude::kMaxY);
   for (std::size_t i = 0; i < mean.size(); ++i) {
     const auto index = static_cast<Index>(i);
-    const double w =
-        std::any_of(weighted.begin(), weighted.end(), [&](IndexRange r) { return r.contains(index); }) ? weight(index)
-                                                                                                      : 1.0;
+    const double w = std::any_of(weighted.begin(), weighted.end(), [&](IndexRange r) { return r.contains(index); })
+                         ? weight(index)
+                         : 1.0;
     if (w <= 0)
       continue;
     const double centre = std::fabs(static_cast<double>(mean[i]));
@@ -278,8 +277,8 @@ double CandidateCounter::expected(double floor) const
     const double scaled = floor / cell.noise;
     if (scaled - cell.mean_ratio >= reach)
       continue;
-    count += cell.weight * (magnitude_.upper_tail(scaled - cell.mean_ratio) +
-                            magnitude_.upper_tail(scaled + cell.mean_ratio));
+    count += cell.weight *
+             (magnitude_.upper_tail(scaled - cell.mean_ratio) + magnitude_.upper_tail(scaled + cell.mean_ratio));
   }
   for (const auto& [centre, w] : fixed_)
     if (centre > floor)

@@ -39,8 +39,8 @@ public:
   static constexpr int kMaxGap = 32; // far edge at most 4 units of y beyond the near one (a share below e^-4)
   static constexpr int kBuckets = kEdges * (kMaxGap + 1);
 
-  // Buckets every entry of mean/noise for `floor` (>= 0; 0: every nonzero entry is a candidate); entries that can exceed it only with probability
-  // below exp(-kMaxY) are left out.
+  // Buckets every entry of mean/noise for `floor` (>= 0; 0: every nonzero entry is a candidate); entries that can
+  // exceed it only with probability below exp(-kMaxY) are left out.
   CandidatePlan(std::span<const float> mean, std::span<const float> noise, double floor,
                 const NoiseMagnitude& magnitude);
 
@@ -93,7 +93,7 @@ private:
   };
   std::vector<Cell> cells_;
   std::vector<std::pair<double, double>> fixed_; // entries (almost) without noise: (|mean_i|, weight)
-  double largest_ = 0;     // largest |mean_i| + noise_i * L^-1(kMaxY): no entry exceeds it
+  double largest_ = 0;                           // largest |mean_i| + noise_i * L^-1(kMaxY): no entry exceeds it
   const NoiseMagnitude& magnitude_;
 };
 

@@ -77,8 +77,8 @@ NoiseMagnitude::NoiseMagnitude(double tau)
     const double span = L[cell + 1] - L[cell];
     const double fraction = span > 0 ? std::clamp((y - L[cell]) / span, 0.0, 1.0) : 0.0;
     // Linear in x on [0, x_low], in log x beyond.
-    inverse_[static_cast<std::size_t>(j)] = cell == 0 ? fraction * x_low
-                                                      : std::exp(s[cell] + fraction * (s[cell + 1] - s[cell]));
+    inverse_[static_cast<std::size_t>(j)] =
+        cell == 0 ? fraction * x_low : std::exp(s[cell] + fraction * (s[cell + 1] - s[cell]));
   }
   inverse_[0] = 0;
   for (std::size_t j = 1; j < inverse_.size(); ++j) // monotone even where L is flat to rounding

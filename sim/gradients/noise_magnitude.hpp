@@ -15,7 +15,7 @@ namespace sparsim {
 
 class NoiseMagnitude {
 public:
-  static constexpr double kMaxY = 64;      // beyond: probability below exp(-64) = 1.6e-28, never visited
+  static constexpr double kMaxY = 64;       // beyond: probability below exp(-64) = 1.6e-28, never visited
   static constexpr int kStepsPerUnit = 256; // grid of y
 
   explicit NoiseMagnitude(double tau);

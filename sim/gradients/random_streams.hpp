@@ -65,7 +65,7 @@ private:
   // A draw outside the rectangle wholly under the curve: the tail (layer 0) or the wedge; -1: rejected.
   double outside(std::size_t layer, std::uint64_t u, std::uint64_t base, std::uint64_t& counter) const;
 
-  std::array<double, 257> x_{};          // layer edges: x_0 = v / f(r), x_1 = r, ..., x_256 = 0
+  std::array<double, 257> x_{};             // layer edges: x_0 = v / f(r), x_1 = r, ..., x_256 = 0
   std::array<std::uint64_t, 256> inside_{}; // 2^53 x_(i+1) / x_i: the part of layer i under the curve
   std::array<double, 256> width_{};         // x_i / 2^53
 };

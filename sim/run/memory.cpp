@@ -26,7 +26,14 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
       arrays = P * n * 4;
       add("residuals (P*n floats)", arrays);
     }
-    add("gradient buffer", n * 4);
+    if (config.gradients->generates_candidates()) {
+      // The iteration's mean and noise (2 n floats) and the candidate plan (an index, a mean and a noise per
+      // entry that can pass the floor, at most n); per host thread, a batch of ranks' candidates in flight.
+      add("candidate plan and shared part (20 n bytes)", 20 * n);
+      add("candidate batches (2 threads, 8 ranks, 1.1 k, 16 bytes)", 2 * 8 * 1.1 * k * 16);
+    } else {
+      add("gradient buffer", n * 4);
+    }
     // Every rank's selection lives through the iteration (shrunk to its size); slices travel as views of it
     // and U is shared.
     add("selections (P*k pairs)", P * k * element);

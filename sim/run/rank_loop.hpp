@@ -39,8 +39,8 @@ struct RunState {
   std::vector<Seconds> iteration_wall = {}; // see RunOutput
   std::vector<Seconds> selection_wall = {}; // see RunOutput; [iteration], sized by the driver
   std::vector<Seconds> selection_shared_wall = {};
-  Seconds wall_limit = 0;                   // 0: none
-  int stopped_at = -1;                      // the first iteration not run (wall-clock limit), -1 while running
+  Seconds wall_limit = 0; // 0: none
+  int stopped_at = -1;    // the first iteration not run (wall-clock limit), -1 while running
 
   // Called by rank 0 between the barriers that start `iteration`: stop there if the limit has passed.
   void check_wall_limit(int iteration)

@@ -39,7 +39,8 @@ SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_po
   config.reevaluate_every = static_cast<int>(selection.get_int("reevaluate_every", 32, 1, 1'000'000));
   config.warmup_iterations = static_cast<int>(selection.get_int("warmup_iterations", 0, 0, 1'000'000));
   config.rules = threshold_rules(selection.get_enum("rules", {"vgg", "lstm", "bert"}, "vgg"));
-  config.residual = selection.get_enum("residual", kResidualKindNames, candidates ? ResidualKind::none : ResidualKind::dense);
+  config.residual =
+      selection.get_enum("residual", kResidualKindNames, candidates ? ResidualKind::none : ResidualKind::dense);
   if (candidates && config.residual == ResidualKind::dense)
     selection.fail("residual", "dense",
                    "\"none\" with gradients.generation \"candidates\" (the scale mode keeps no dense residual; "
@@ -113,8 +114,8 @@ SparseVector LocalSelector::select_candidates(const SparseVector& candidates, st
   return select_from(candidates.values, &candidates.indices, n, k, iteration, traffic);
 }
 
-SparseVector LocalSelector::select_from(std::span<const float> acc, const std::vector<Index>* indices,
-                                        std::uint64_t n, std::uint64_t k, int iteration, SelectionTraffic& traffic)
+SparseVector LocalSelector::select_from(std::span<const float> acc, const std::vector<Index>* indices, std::uint64_t n,
+                                        std::uint64_t k, int iteration, SelectionTraffic& traffic)
 {
   // Candidates: positions in `acc` become indices of the n-entry vector (both ascending).
   auto to_indices = [&](SparseVector selection) {
