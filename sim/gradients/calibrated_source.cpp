@@ -1,6 +1,7 @@
 #include "sim/gradients/calibrated_source.hpp"
 
 #include "sim/base/data_files.hpp"
+#include "sim/base/parallel.hpp"
 #include "sim/gradients/random_streams.hpp"
 
 #include <algorithm>
@@ -27,13 +28,14 @@ constexpr std::uint64_t kAllRanks = ~0ull;                       // the "rank" c
 // millions (a 5-6 sigma draw, persistent for hot_set_drift iterations) decides the sample kurtosis alone.
 constexpr double kLogMagnitudeCap = 4.0;
 
-// Fills out[i] with standard normals of the stream `base` (entry i uses half of pair i / 2).
-void fill_normals(std::uint64_t base, std::span<float> out)
+// Fills out[j] with the standard normals of entries first + j of the stream `base` (entry i uses half of pair
+// i / 2; `first` is even).
+void fill_normals(std::uint64_t base, std::size_t first, std::span<float> out)
 {
   const std::size_t n = out.size();
   double a = 0, b = 0;
   for (std::size_t pair = 0; 2 * pair < n; ++pair) {
-    normal_pair(stream_bits(base, pair), a, b);
+    normal_pair(stream_bits(base, first / 2 + pair), a, b);
     out[2 * pair] = static_cast<float>(a);
     if (2 * pair + 1 < n)
       out[2 * pair + 1] = static_cast<float>(b);
@@ -44,7 +46,9 @@ void fill_normals(std::uint64_t base, std::span<float> out)
 // phase f = t / period - e, the value is cos(pi f / 2) A_e + sin(pi f / 2) A_(e+1) for independent standard
 // normals A_e. Every iteration's value is standard normal; after `period` iterations it is independent of
 // the start; the path is continuous across epochs.
-void fill_drifting_normals(std::uint64_t seed, std::uint64_t salt, int iteration, double period, std::span<float> out)
+// Entries first + j into out[j] (`first` even).
+void fill_drifting_normals(std::uint64_t seed, std::uint64_t salt, int iteration, double period, std::size_t first,
+                           std::span<float> out)
 {
   const double position = iteration / period;
   const double epoch = std::floor(position);
@@ -53,8 +57,8 @@ void fill_drifting_normals(std::uint64_t seed, std::uint64_t salt, int iteration
   const float weight_now = static_cast<float>(std::cos(phase));
   const float weight_next = static_cast<float>(std::sin(phase));
   std::vector<float> next(out.size());
-  fill_normals(mix_coordinates(seed ^ salt, kAllRanks, e, 0), out);
-  fill_normals(mix_coordinates(seed ^ salt, kAllRanks, e + 1, 0), next);
+  fill_normals(mix_coordinates(seed ^ salt, kAllRanks, e, 0), first, out);
+  fill_normals(mix_coordinates(seed ^ salt, kAllRanks, e + 1, 0), first, next);
   for (std::size_t i = 0; i < out.size(); ++i)
     out[i] = weight_now * out[i] + weight_next * next[i];
 }
@@ -262,14 +266,14 @@ std::optional<Seconds> CalibratedSource::forward_backward_time() const
   return training_step_->forward_backward;
 }
 
-std::shared_ptr<const CalibratedSource::SharedPart> CalibratedSource::shared_part(int iteration) const
+std::shared_ptr<const CalibratedSource::SharedPart> CalibratedSource::shared_part(int iteration, int threads) const
 {
   {
     std::lock_guard lock(cache_mutex_);
     if (cache_ && cache_->iteration == iteration)
       return cache_;
   }
-  auto part = compute_shared_part(iteration);
+  auto part = compute_shared_part(iteration, threads);
   std::lock_guard lock(cache_mutex_);
   cache_ = part;
   return part;
@@ -284,37 +288,46 @@ double CalibratedSource::iteration_shock(int iteration) const
   return z;
 }
 
-std::shared_ptr<const CalibratedSource::SharedPart> CalibratedSource::compute_shared_part(int iteration) const
+std::shared_ptr<const CalibratedSource::SharedPart> CalibratedSource::compute_shared_part(int iteration,
+                                                                                          int threads) const
 {
   auto part = std::make_shared<SharedPart>();
   part->iteration = iteration;
   part->mean.resize(n_);
   part->noise.resize(n_);
-  std::vector<float>& magnitude = part->noise; // w_i first, then turned into the noise amplitude
-  std::vector<float>& shared = part->mean;     // m_i first, then turned into the mean
-  fill_drifting_normals(seed_, kSaltMagnitude, iteration, params_.hot_set_drift, magnitude);
-  fill_drifting_normals(seed_, kSaltShared, iteration, params_.shared_drift, shared);
-
   const double iteration_scale = std::exp(params_.iteration_jitter * iteration_shock(iteration));
   // exp(sigma G - sigma^2) has mean square 1 for a standard normal G.
   const double sigma = params_.heavy_tail;
   const double shared_weight = std::sqrt(params_.shared_fraction);
   const double noise_weight = std::sqrt(1.0 - params_.shared_fraction);
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    const FlatLayer& layer = layers_[l];
-    const double layer_scale = iteration_scale * layer.scale;
-    // The output layer's entries are not heavy-tailed: every class's error meets every feature.
-    const double layer_sigma = layer.output ? 0.0 : sigma;
-    for (std::uint64_t e = 0; e < layer.size; ++e) {
-      const std::uint64_t i = layer.begin + e;
-      const double log_magnitude = std::clamp(static_cast<double>(magnitude[i]), -kLogMagnitudeCap, kLogMagnitudeCap);
-      double amplitude = layer_scale * std::exp(layer_sigma * log_magnitude - layer_sigma * layer_sigma);
-      if (layer.rows > 0)
-        amplitude *= row_factor_[l][e * layer.rows / layer.size];
-      shared[i] = static_cast<float>(amplitude * shared_weight * shared[i]);
-      magnitude[i] = static_cast<float>(amplitude * noise_weight);
+  // Every entry on its own, in blocks of 2^20 (even) entries over the host threads.
+  parallel_blocks(n_, std::size_t{1} << 20, threads, [&](std::size_t begin, std::size_t end) {
+    const std::span<float> magnitude(part->noise.data() + begin, end - begin); // w_i, then the noise amplitude
+    const std::span<float> shared(part->mean.data() + begin, end - begin);     // m_i, then the mean
+    fill_drifting_normals(seed_, kSaltMagnitude, iteration, params_.hot_set_drift, begin, magnitude);
+    fill_drifting_normals(seed_, kSaltShared, iteration, params_.shared_drift, begin, shared);
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      const FlatLayer& layer = layers_[l];
+      const std::uint64_t first = std::max<std::uint64_t>(layer.begin, begin);
+      const std::uint64_t last = std::min<std::uint64_t>(layer.begin + layer.size, end);
+      if (first >= last)
+        continue;
+      const double layer_scale = iteration_scale * layer.scale;
+      // The output layer's entries are not heavy-tailed: every class's error meets every feature.
+      const double layer_sigma = layer.output ? 0.0 : sigma;
+      for (std::uint64_t i = first; i < last; ++i) {
+        const std::uint64_t e = i - layer.begin;
+        float& w = magnitude[i - begin];
+        float& m = shared[i - begin];
+        const double log_magnitude = std::clamp(static_cast<double>(w), -kLogMagnitudeCap, kLogMagnitudeCap);
+        double amplitude = layer_scale * std::exp(layer_sigma * log_magnitude - layer_sigma * layer_sigma);
+        if (layer.rows > 0)
+          amplitude *= row_factor_[l][e * layer.rows / layer.size];
+        m = static_cast<float>(amplitude * shared_weight * m);
+        w = static_cast<float>(amplitude * noise_weight);
+      }
     }
-  }
+  });
   return part;
 }
 
@@ -382,7 +395,7 @@ double CalibratedSource::row_presence(Index i) const
   return layer ? row_probability_[l][(i - layer->begin) * layer->rows / layer->size] : 1.0;
 }
 
-CalibratedSource::PlanEntry CalibratedSource::candidate_plan(int iteration, double floor) const
+CalibratedSource::PlanEntry CalibratedSource::candidate_plan(int iteration, double floor, int threads) const
 {
   std::lock_guard lock(plan_mutex_);
   std::erase_if(plans_, [&](const PlanEntry& e) { return e.part->iteration != iteration; });
@@ -390,8 +403,8 @@ CalibratedSource::PlanEntry CalibratedSource::candidate_plan(int iteration, doub
     if (e.plan->floor() == floor)
       return e;
   PlanEntry entry;
-  entry.part = shared_part(iteration);
-  entry.plan = std::make_shared<CandidatePlan>(entry.part->mean, entry.part->noise, floor, *magnitude_);
+  entry.part = shared_part(iteration, threads);
+  entry.plan = std::make_shared<CandidatePlan>(entry.part->mean, entry.part->noise, floor, *magnitude_, threads);
   if (plans_.size() >= 3) // a rank short of candidates asks for a lower floor; the others keep theirs
     plans_.erase(plans_.begin());
   plans_.push_back(entry);
@@ -413,17 +426,17 @@ void CalibratedSource::candidates(std::span<const RankId> ranks, int iteration, 
       out);
 }
 
-double CalibratedSource::candidate_floor(int iteration, double expected) const
+double CalibratedSource::candidate_floor(int iteration, double expected, int threads) const
 {
   if (!magnitude_)
-    return GradientSource::candidate_floor(iteration, expected);
+    return GradientSource::candidate_floor(iteration, expected, threads);
   std::shared_ptr<const CandidateCounter> counter;
   {
     std::lock_guard lock(plan_mutex_);
     if (counter_iteration_ != iteration) {
-      const auto part = shared_part(iteration);
+      const auto part = shared_part(iteration, threads);
       counter_ = std::make_shared<CandidateCounter>(
-          part->mean, part->noise, row_sparse_ranges_, [&](Index i) { return row_presence(i); }, *magnitude_);
+          part->mean, part->noise, row_sparse_ranges_, [&](Index i) { return row_presence(i); }, *magnitude_, threads);
       counter_iteration_ = iteration;
     }
     counter = counter_;

@@ -116,11 +116,11 @@ public:
   using GradientSource::candidates;
   void candidates(std::span<const RankId> ranks, int iteration, double floor,
                   std::vector<SparseVector>& out) const override;
-  double candidate_floor(int iteration, double expected) const override;
-  void prepare_candidates(int iteration, double floor) const override
+  double candidate_floor(int iteration, double expected, int threads) const override;
+  void prepare_candidates(int iteration, double floor, int threads) const override
   {
     if (magnitude_)
-      candidate_plan(iteration, floor);
+      candidate_plan(iteration, floor, threads);
   }
 
   const std::vector<FlatLayer>& layers() const { return layers_; }
@@ -133,8 +133,9 @@ private:
     std::vector<float> mean;
     std::vector<float> noise;
   };
-  std::shared_ptr<const SharedPart> shared_part(int iteration) const;
-  std::shared_ptr<const SharedPart> compute_shared_part(int iteration) const;
+  // `threads`: host threads that compute it when it is not cached (the result does not depend on them).
+  std::shared_ptr<const SharedPart> shared_part(int iteration, int threads = 1) const;
+  std::shared_ptr<const SharedPart> compute_shared_part(int iteration, int threads) const;
   double iteration_shock(int iteration) const; // log c(t) / iteration_jitter: a standard normal
   // Whether entry i's row is in rank's batch (true outside row-sparse embeddings): the dense generator's draw.
   bool row_present(RankId rank, int iteration, Index i) const;
@@ -145,7 +146,7 @@ private:
     std::shared_ptr<const SharedPart> part;
     std::shared_ptr<const CandidatePlan> plan;
   };
-  PlanEntry candidate_plan(int iteration, double floor) const;
+  PlanEntry candidate_plan(int iteration, double floor, int threads = 1) const;
 
   CalibratedParams params_;
   std::optional<TrainingStep> training_step_;

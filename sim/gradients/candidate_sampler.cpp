@@ -1,6 +1,8 @@
 #include "sim/gradients/candidate_sampler.hpp"
 
+#include "sim/base/parallel.hpp"
 #include "sim/gradients/random_streams.hpp"
+#include "sim/gradients/source.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -18,14 +20,14 @@ constexpr double kFloorSlack = 1e-6;
 double edge_y(int edge) { return static_cast<double>(edge) / CandidatePlan::kEdgesPerUnit; }
 
 // Sorts (index << 32 | value bits) keys by index: least significant digit radix sort on the index, in as few
-// passes of at most 11 bits as its largest value needs (a 2048-entry count table stays in the L1 cache).
+// passes of at most 12 bits as its largest value needs (a 4096-entry count table stays in cache).
 void sort_by_index(std::vector<std::uint64_t>& keys, std::vector<std::uint64_t>& scratch)
 {
   if (keys.empty())
     return;
   const auto largest = static_cast<std::uint32_t>(*std::max_element(keys.begin(), keys.end()) >> 32);
   const int bits = std::bit_width(largest);
-  const int passes = (bits + 10) / 11;
+  const int passes = (bits + 11) / 12;
   if (passes == 0)
     return;
   const int digit = (bits + passes - 1) / passes;
@@ -48,7 +50,7 @@ void sort_by_index(std::vector<std::uint64_t>& keys, std::vector<std::uint64_t>&
 } // namespace
 
 CandidatePlan::CandidatePlan(std::span<const float> mean, std::span<const float> noise, double floor,
-                             const NoiseMagnitude& magnitude)
+                             const NoiseMagnitude& magnitude, int threads)
     : floor_(floor)
     , magnitude_(magnitude)
 {
@@ -81,36 +83,53 @@ CandidatePlan::CandidatePlan(std::span<const float> mean, std::span<const float>
   };
   const double proposal_floor = floor * (1 - kFloorSlack);
   constexpr std::uint16_t kLeftOut = 0xFFFF;
+  // Counting sort in fixed blocks of entries: each block's bucket counts, then every (block, bucket)'s place
+  // (blocks in order within a bucket, so a bucket stays in ascending index), then the scatter.
+  constexpr std::size_t kBlock = std::size_t{1} << 20;
+  const std::size_t blocks = (mean.size() + kBlock - 1) / kBlock;
   std::vector<std::uint16_t> bucket_of(mean.size());
-  std::vector<std::size_t> counts(kBuckets + 1, 0);
-  for (std::size_t i = 0; i < mean.size(); ++i) {
-    const double centre = std::fabs(static_cast<double>(mean[i]));
-    const double spread = noise[i];
-    std::uint16_t bucket = kLeftOut;
-    if (spread > 0) {
-      const double near = (proposal_floor - centre) / spread;
-      if (near < edges[kEdges]) {
-        // A mean above the floor keeps the far side above it too for small |X|: visit always (edges 0, 0).
-        const int j = edge_below(near);
-        const double far = (proposal_floor + centre) / spread;
-        const int gap = near <= 0 ? 0 : std::min(edge_below(far), j + kMaxGap) - j;
-        bucket = static_cast<std::uint16_t>(j * (kMaxGap + 1) + gap);
+  std::vector<std::size_t> places(blocks * kBuckets, 0); // [block][bucket]: counts, then first positions
+  parallel_blocks(mean.size(), kBlock, threads, [&](std::size_t begin, std::size_t end) {
+    std::size_t* counts = places.data() + begin / kBlock * kBuckets;
+    for (std::size_t i = begin; i < end; ++i) {
+      const double centre = std::fabs(static_cast<double>(mean[i]));
+      const double spread = noise[i];
+      std::uint16_t bucket = kLeftOut;
+      if (spread > 0) {
+        const double near = (proposal_floor - centre) / spread;
+        if (near < edges[kEdges]) {
+          // A mean above the floor keeps the far side above it too for small |X|: visit always (edges 0, 0).
+          const int j = edge_below(near);
+          const double far = (proposal_floor + centre) / spread;
+          const int gap = near <= 0 ? 0 : std::min(edge_below(far), j + kMaxGap) - j;
+          bucket = static_cast<std::uint16_t>(j * (kMaxGap + 1) + gap);
+        }
+      } else if (centre > proposal_floor) {
+        bucket = 0; // no noise: a candidate in every rank (visited with probability 1)
       }
-    } else if (centre > proposal_floor) {
-      bucket = 0; // no noise: a candidate in every rank (visited with probability 1)
+      bucket_of[i] = bucket;
+      if (bucket != kLeftOut)
+        ++counts[bucket];
     }
-    bucket_of[i] = bucket;
-    if (bucket != kLeftOut)
-      ++counts[bucket + 1];
-  }
+  });
   bucket_begin_.assign(kBuckets + 1, 0);
-  for (int b = 1; b <= kBuckets; ++b)
-    bucket_begin_[b] = bucket_begin_[b - 1] + counts[b];
-  entries_.resize(bucket_begin_[kBuckets]);
-  std::vector<std::size_t> next(bucket_begin_.begin(), bucket_begin_.end() - 1);
-  for (std::size_t i = 0; i < mean.size(); ++i)
-    if (bucket_of[i] != kLeftOut)
-      entries_[next[bucket_of[i]]++] = {static_cast<Index>(i), mean[i], noise[i]};
+  std::size_t position = 0;
+  for (int b = 0; b < kBuckets; ++b) {
+    bucket_begin_[b] = position;
+    for (std::size_t block = 0; block < blocks; ++block) {
+      const std::size_t count = places[block * kBuckets + b];
+      places[block * kBuckets + b] = position;
+      position += count;
+    }
+  }
+  bucket_begin_[kBuckets] = position;
+  entries_.resize(position);
+  parallel_blocks(mean.size(), kBlock, threads, [&](std::size_t begin, std::size_t end) {
+    std::size_t* next = places.data() + begin / kBlock * kBuckets;
+    for (std::size_t i = begin; i < end; ++i)
+      if (bucket_of[i] != kLeftOut)
+        entries_[next[bucket_of[i]]++] = {static_cast<Index>(i), mean[i], noise[i]};
+  });
   for (int b = 0; b < kBuckets; ++b)
     if (bucket_begin_[b + 1] > bucket_begin_[b])
       used_buckets_.push_back(b);
@@ -164,7 +183,8 @@ void CandidatePlan::sample(std::span<const std::uint64_t> streams, std::span<con
     const bool every_entry = visit >= 1;
     // Geometric skips between visits: floor(E / rate) for E ~ Exp(1), rate = -log(1 - visit).
     const double mean_gap = every_entry ? 0 : -1 / std::log1p(-visit);
-    const double near_share = std::exp(-near_y) / (2 * visit);
+    // P(near side | visit) as a 32-bit threshold (exact to 2^-32).
+    const auto near_threshold = static_cast<std::uint64_t>(std::exp(-near_y) / (2 * visit) * 0x1.0p32);
     // Each rank's walk: the next position it visits and its stream. The bucket is walked in chunks, every rank
     // through a chunk before the next one, so that a chunk is read from memory once for all of them.
     auto next_visit = [&](std::size_t from, std::uint64_t base, std::uint64_t& counter) {
@@ -174,7 +194,7 @@ void CandidatePlan::sample(std::span<const std::uint64_t> streams, std::span<con
       return skip >= static_cast<double>(size - from) ? size : from + static_cast<std::size_t>(skip);
     };
     for (std::size_t s = 0; s < ranks; ++s) {
-      walks[s].base = finalise(streams[s] ^ (static_cast<std::uint64_t>(b) * 0xD1B54A32D192ED03ull));
+      walks[s].base = mix_coordinates(streams[s], static_cast<std::uint64_t>(b), 0, 0);
       walks[s].counter = 0;
       walks[s].position = next_visit(0, walks[s].base, walks[s].counter);
     }
@@ -192,9 +212,11 @@ void CandidatePlan::sample(std::span<const std::uint64_t> streams, std::span<con
         std::vector<std::uint64_t>& mine = kept[s];
         for (; position < chunk_end; position = next_visit(position + 1, base, counter)) {
           const Entry& entry = entries[position];
-          // Which side, then |X| beyond that side's edge: Y = edge y + Exp(1).
-          const bool near = uniform01(stream_bits(base, counter++)) < near_share;
-          const double magnitude = magnitude_.magnitude((near ? near_y : far_y) + exponential.draw(base, counter));
+          // Which side (the high 32 bits), then |X| beyond that side's edge: Y = edge y + Exp(1) (the low 32).
+          const std::uint64_t bits = stream_bits(base, counter++);
+          const bool near = (bits >> 32) < near_threshold;
+          const double magnitude = magnitude_.magnitude(
+              (near ? near_y : far_y) + exponential.draw32(static_cast<std::uint32_t>(bits), base, counter));
           const bool positive = (entry.mean >= 0) == near; // the near side has the mean's sign
           const float g = entry.mean + entry.noise * static_cast<float>(positive ? magnitude : -magnitude);
           if (std::fabs(g) <= floor)
@@ -227,41 +249,66 @@ void CandidatePlan::sample(std::span<const std::uint64_t> streams, std::span<con
 
 CandidateCounter::CandidateCounter(std::span<const float> mean, std::span<const float> noise,
                                    std::span<const IndexRange> weighted, const std::function<double(Index)>& weight,
-                                   const NoiseMagnitude& magnitude)
+                                   const NoiseMagnitude& magnitude, int threads)
     : magnitude_(magnitude)
 {
   // Cells of 1/32 octave in noise_i and 1/32 in |mean_i| / noise_i (ratios from 8 on count as no noise).
   constexpr double kNoiseBins = 32, kRatioBins = 32, kRatioCap = 8;
   constexpr int kRatioCells = static_cast<int>(kRatioCap * kRatioBins);
-  double smallest_log = std::numeric_limits<double>::infinity(), largest_log = -smallest_log;
-  for (std::size_t i = 0; i < noise.size(); ++i)
-    if (noise[i] > 0) {
-      const double l = std::log2(static_cast<double>(noise[i]));
-      smallest_log = std::min(smallest_log, l);
-      largest_log = std::max(largest_log, l);
-    }
+  // At most 16 fixed blocks, each with its own histogram, merged in block order (the same sums for any
+  // thread count).
+  const std::size_t block = std::max<std::size_t>(std::size_t{1} << 20, (mean.size() + 15) / 16);
+  const std::size_t blocks = (mean.size() + block - 1) / block;
+  std::vector<double> smallest(blocks, INFINITY), largest(blocks, -INFINITY);
+  parallel_blocks(noise.size(), block, threads, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i)
+      if (noise[i] > 0) {
+        const double l = std::log2(static_cast<double>(noise[i]));
+        smallest[begin / block] = std::min(smallest[begin / block], l);
+        largest[begin / block] = std::max(largest[begin / block], l);
+      }
+  });
+  const double smallest_log = blocks ? *std::min_element(smallest.begin(), smallest.end()) : INFINITY;
+  const double largest_log = blocks ? *std::max_element(largest.begin(), largest.end()) : -INFINITY;
   const int first_bin = std::isfinite(smallest_log) ? static_cast<int>(std::floor(smallest_log * kNoiseBins)) : 0;
   const int noise_cells =
       std::isfinite(smallest_log) ? static_cast<int>(std::floor(largest_log * kNoiseBins)) - first_bin + 1 : 0;
-  std::vector<double> histogram(static_cast<std::size_t>(noise_cells) * kRatioCells, 0.0);
+  const std::size_t cells = static_cast<std::size_t>(noise_cells) * kRatioCells;
   const double reach = magnitude.magnitude(NoiseMagnitude::kMaxY);
-  for (std::size_t i = 0; i < mean.size(); ++i) {
-    const auto index = static_cast<Index>(i);
-    const double w = std::any_of(weighted.begin(), weighted.end(), [&](IndexRange r) { return r.contains(index); })
-                         ? weight(index)
-                         : 1.0;
-    if (w <= 0)
-      continue;
-    const double centre = std::fabs(static_cast<double>(mean[i]));
-    const double spread = noise[i];
-    largest_ = std::max(largest_, centre + spread * reach);
-    if (spread <= 0 || centre / spread >= kRatioCap) {
-      fixed_.emplace_back(centre, w);
-      continue;
+  struct Part {
+    std::vector<double> histogram;
+    std::vector<std::pair<double, double>> fixed;
+    double largest = 0;
+  };
+  std::vector<Part> parts(blocks);
+  parallel_blocks(mean.size(), block, threads, [&](std::size_t begin, std::size_t end) {
+    Part& part = parts[begin / block];
+    part.histogram.assign(cells, 0.0);
+    for (std::size_t i = begin; i < end; ++i) {
+      const auto index = static_cast<Index>(i);
+      const double w = std::any_of(weighted.begin(), weighted.end(), [&](IndexRange r) { return r.contains(index); })
+                           ? weight(index)
+                           : 1.0;
+      if (w <= 0)
+        continue;
+      const double centre = std::fabs(static_cast<double>(mean[i]));
+      const double spread = noise[i];
+      part.largest = std::max(part.largest, centre + spread * reach);
+      if (spread <= 0 || centre / spread >= kRatioCap) {
+        part.fixed.emplace_back(centre, w);
+        continue;
+      }
+      const int noise_cell = static_cast<int>(std::floor(std::log2(spread) * kNoiseBins)) - first_bin;
+      const int ratio_cell = static_cast<int>(centre / spread * kRatioBins);
+      part.histogram[static_cast<std::size_t>(noise_cell) * kRatioCells + ratio_cell] += w;
     }
-    const int noise_cell = static_cast<int>(std::floor(std::log2(spread) * kNoiseBins)) - first_bin;
-    const int ratio_cell = static_cast<int>(centre / spread * kRatioBins);
-    histogram[static_cast<std::size_t>(noise_cell) * kRatioCells + ratio_cell] += w;
+  });
+  std::vector<double> histogram(cells, 0.0);
+  for (const Part& part : parts) {
+    for (std::size_t c = 0; c < cells; ++c)
+      histogram[c] += part.histogram[c];
+    fixed_.insert(fixed_.end(), part.fixed.begin(), part.fixed.end());
+    largest_ = std::max(largest_, part.largest);
   }
   for (int a = 0; a < noise_cells; ++a)
     for (int b = 0; b < kRatioCells; ++b)

@@ -42,7 +42,7 @@ public:
   // Buckets every entry of mean/noise for `floor` (>= 0; 0: every nonzero entry is a candidate); entries that can
   // exceed it only with probability below exp(-kMaxY) are left out.
   CandidatePlan(std::span<const float> mean, std::span<const float> noise, double floor,
-                const NoiseMagnitude& magnitude);
+                const NoiseMagnitude& magnitude, int threads = 1);
 
   double floor() const { return floor_; }
   std::size_t planned_entries() const { return entries_.size(); }
@@ -75,12 +75,13 @@ private:
 
 // Expected number of entries of one rank's gradient above `floor`: the sum over i of
 // P(|mean_i + noise_i X| > floor) times `weight(i)` (a row's presence probability), computed from a
-// histogram of the entries over (log noise_i, |mean_i| / noise_i) built once; evaluations are then cheap.
+// histogram of the entries over (log noise_i, |mean_i| / noise_i) built once; evaluations are then cheap. The
+// plan and the histogram are built over `threads` host threads in fixed blocks: the same for any count.
 class CandidateCounter {
 public:
   // Entries inside `weighted` count `weight(index)` times (a row's presence probability), the others once.
   CandidateCounter(std::span<const float> mean, std::span<const float> noise, std::span<const IndexRange> weighted,
-                   const std::function<double(Index)>& weight, const NoiseMagnitude& magnitude);
+                   const std::function<double(Index)>& weight, const NoiseMagnitude& magnitude, int threads = 1);
   double expected(double floor) const;
   // The largest floor at which the expected count reaches `count` (bisection on the histogram's estimate).
   double floor_for(double count) const;

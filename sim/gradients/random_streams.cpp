@@ -22,6 +22,8 @@ ExponentialZiggurat::ExponentialZiggurat()
   for (std::size_t i = 0; i < 256; ++i) {
     inside_[i] = static_cast<std::uint64_t>(x_[i + 1] / x_[i] * 0x1.0p53);
     width_[i] = x_[i] * 0x1.0p-53;
+    inside24_[i] = static_cast<std::uint32_t>(x_[i + 1] / x_[i] * 0x1.0p24);
+    width24_[i] = x_[i] * 0x1.0p-24;
   }
 }
 

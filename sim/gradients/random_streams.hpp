@@ -50,24 +50,40 @@ public:
   // One Exp(1) draw; `counter` advances by the stream values it used (one on the fast path).
   double draw(std::uint64_t base, std::uint64_t& counter) const
   {
+    return draw_from(stream_bits(base, counter++), base, counter);
+  }
+  // The same from 32 given bits first (8 for the layer, 24 for the point: the draw is resolved to 2^-24 of its
+  // layer's width, finer than a float's mantissa), then from the stream if they fall outside the rectangle.
+  double draw32(std::uint32_t bits, std::uint64_t base, std::uint64_t& counter) const
+  {
+    const std::size_t layer = bits & 0xFF;
+    const std::uint32_t u = bits >> 8;
+    if (u < inside24_[layer])
+      return static_cast<double>(u) * width24_[layer];
+    return draw_from(stream_bits(base, counter++), base, counter);
+  }
+
+private:
+  double draw_from(std::uint64_t bits, std::uint64_t base, std::uint64_t& counter) const
+  {
     for (;;) {
-      const std::uint64_t bits = stream_bits(base, counter++);
       const std::size_t layer = bits & 0xFF;
       const std::uint64_t u = bits >> 11;
       if (u < inside_[layer])
         return static_cast<double>(u) * width_[layer];
       if (const double x = outside(layer, u, base, counter); x >= 0)
         return x;
+      bits = stream_bits(base, counter++);
     }
   }
-
-private:
   // A draw outside the rectangle wholly under the curve: the tail (layer 0) or the wedge; -1: rejected.
   double outside(std::size_t layer, std::uint64_t u, std::uint64_t base, std::uint64_t& counter) const;
 
-  std::array<double, 257> x_{};             // layer edges: x_0 = v / f(r), x_1 = r, ..., x_256 = 0
-  std::array<std::uint64_t, 256> inside_{}; // 2^53 x_(i+1) / x_i: the part of layer i under the curve
-  std::array<double, 256> width_{};         // x_i / 2^53
+  std::array<double, 257> x_{};               // layer edges: x_0 = v / f(r), x_1 = r, ..., x_256 = 0
+  std::array<std::uint64_t, 256> inside_{};   // 2^53 x_(i+1) / x_i: the part of layer i under the curve
+  std::array<double, 256> width_{};           // x_i / 2^53
+  std::array<std::uint32_t, 256> inside24_{}; // the same for draw32: 2^24 x_(i+1) / x_i and x_i / 2^24
+  std::array<double, 256> width24_{};
 };
 
 } // namespace sparsim

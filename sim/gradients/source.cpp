@@ -103,15 +103,15 @@ void GradientSource::candidates(std::span<const RankId>, int, double, std::vecto
   throw std::logic_error(name() + " gradients have no candidates generation");
 }
 
-double GradientSource::candidate_floor(int, double) const
+double GradientSource::candidate_floor(int, double, int) const
 {
   throw std::logic_error(name() + " gradients have no candidates generation");
 }
 
-double candidate_floor_for_top_k(const GradientSource& source, int iteration, std::uint64_t k)
+double candidate_floor_for_top_k(const GradientSource& source, int iteration, std::uint64_t k, int threads)
 {
   const double expected = 1.02 * static_cast<double>(k) + 8 * std::sqrt(static_cast<double>(k)) + 16;
-  return source.candidate_floor(iteration, expected);
+  return source.candidate_floor(iteration, expected, threads);
 }
 
 void candidates_for_top_k(const GradientSource& source, std::span<const RankId> ranks, int iteration, double floor,

@@ -51,11 +51,12 @@ public:
     candidates(std::span(&rank, 1), iteration, floor, out);
     return std::move(out[0]);
   }
-  // Builds now what candidates() of (iteration, floor) would build at its first call (the state shared by ranks).
-  virtual void prepare_candidates(int /*iteration*/, double /*floor*/) const {}
+  // Builds now what candidates() of (iteration, floor) would build at its first call (the state shared by ranks),
+  // on up to `threads` host threads (the results do not depend on them).
+  virtual void prepare_candidates(int /*iteration*/, double /*floor*/, int /*threads*/) const {}
   // The floor above which a rank's gradient of `iteration` has `expected` entries on average (0 when even
   // every nonzero entry is fewer).
-  virtual double candidate_floor(int /*iteration*/, double /*expected*/) const;
+  virtual double candidate_floor(int /*iteration*/, double /*expected*/, int /*threads*/ = 1) const;
   // Lines of training progress for the summary (loss, accuracy); empty for open-loop sources.
   virtual nlohmann::json training_log() const { return nlohmann::json::array(); }
 };
@@ -76,7 +77,7 @@ std::unique_ptr<GradientSource> parse_gradient_source(JsonReader gradients, cons
 // The candidates generation for an exact top-k of `k` per rank: a floor expected to leave 1.02 k candidates
 // (plus 8 standard deviations), and ranks' candidates above a floor with at least needed[s] for ranks[s] (a
 // rank that got fewer draws again from half the floor, down to every nonzero entry; rare by the floor's margin).
-double candidate_floor_for_top_k(const GradientSource& source, int iteration, std::uint64_t k);
+double candidate_floor_for_top_k(const GradientSource& source, int iteration, std::uint64_t k, int threads = 1);
 void candidates_for_top_k(const GradientSource& source, std::span<const RankId> ranks, int iteration, double floor,
                           std::span<const std::uint64_t> needed, std::vector<SparseVector>& out);
 

@@ -19,8 +19,8 @@ void SelectionStage::prepare(int iteration, int threads)
   ranks_prepared_ = 0;
   const auto shared_start = std::chrono::steady_clock::now();
   if (candidates_) {
-    floor_ = candidate_floor(iteration);
-    config_.gradients->prepare_candidates(iteration, floor_);
+    floor_ = candidate_floor(iteration, threads);
+    config_.gradients->prepare_candidates(iteration, floor_, threads);
   }
   shared_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - shared_start).count();
   // Thread t prepares the batches t, t + threads, ... of kBatch consecutive ranks (a batch shares the
@@ -75,7 +75,7 @@ SparseVector SelectionStage::take_and_charge(Communicator& comm)
   return std::move(prepared.selection);
 }
 
-double SelectionStage::candidate_floor(int iteration) const
+double SelectionStage::candidate_floor(int iteration, int threads) const
 {
   double floor = std::numeric_limits<double>::infinity();
   bool exact_top_k = false;
@@ -86,7 +86,7 @@ double SelectionStage::candidate_floor(int iteration) const
       exact_top_k = true;
   }
   if (exact_top_k)
-    floor = std::min(floor, candidate_floor_for_top_k(*config_.gradients, iteration, config_.workload.k));
+    floor = std::min(floor, candidate_floor_for_top_k(*config_.gradients, iteration, config_.workload.k, threads));
   return floor;
 }
 

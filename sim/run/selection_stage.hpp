@@ -67,7 +67,7 @@ private:
   // The rank's acc and selection: from its candidates when given, else from its dense gradient.
   void prepare_rank(RankId rank, int iteration, std::vector<float>& gradient, const SparseVector* candidates);
   // The candidates generation's floor for `iteration` (every rank's selector has its state from iteration - 1).
-  double candidate_floor(int iteration) const;
+  double candidate_floor(int iteration, int threads) const;
 
   const ExperimentConfig& config_;
   bool keep_residual_;

@@ -58,8 +58,7 @@ WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads)
     // Per iteration: the shared part and plan on one thread (about 200 ns per entry, n = 2^24: 3.4 s), then
     // about 80 ns per candidate and rank (1.02 k of them for an exact top-k) over the threads (docs/benchmarks.md).
     const double n = static_cast<double>(config.workload.n), k = static_cast<double>(config.workload.k);
-    estimate.selection_stage =
-        sparse_iterations * (n * 200e-9 + config.ranks * 1.02 * k * 80e-9 / usable);
+    estimate.selection_stage = sparse_iterations * (n * 200e-9 + config.ranks * 1.02 * k * 80e-9 / usable);
     return estimate;
   }
   const double entries = static_cast<double>(config.workload.n) * config.ranks * sparse_iterations;
