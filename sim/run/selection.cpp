@@ -103,22 +103,32 @@ std::optional<double> LocalSelector::reuse_threshold(int iteration) const
 }
 
 SparseVector LocalSelector::select(std::span<const float> acc, std::uint64_t k, int iteration,
-                                   SelectionTraffic& traffic)
+                                   SelectionTraffic& traffic, SparseVector* buffer)
 {
-  return select_from(acc, nullptr, acc.size(), k, iteration, traffic);
+  return select_from(acc, nullptr, acc.size(), k, iteration, traffic, buffer);
 }
 
 SparseVector LocalSelector::select_candidates(const SparseVector& candidates, std::uint64_t n, std::uint64_t k,
-                                              int iteration, SelectionTraffic& traffic)
+                                              int iteration, SelectionTraffic& traffic, SparseVector* buffer)
 {
-  return select_from(candidates.values, &candidates.indices, n, k, iteration, traffic);
+  return select_from(candidates.values, &candidates.indices, n, k, iteration, traffic, buffer);
 }
 
 SparseVector LocalSelector::select_from(std::span<const float> acc, const std::vector<Index>* indices, std::uint64_t n,
-                                        std::uint64_t k, int iteration, SelectionTraffic& traffic)
+                                        std::uint64_t k, int iteration, SelectionTraffic& traffic, SparseVector* buffer)
 {
+  // The kernel's output: into the buffer when there is one (then copied at its size), else a fresh vector.
   // Candidates: positions in `acc` become indices of the n-entry vector (both ascending).
-  auto to_indices = [&](SparseVector selection) {
+  SparseVector fresh;
+  SparseVector& out = buffer ? *buffer : fresh;
+  auto finish = [&] {
+    SparseVector selection;
+    if (buffer) {
+      selection.indices.assign(out.indices.begin(), out.indices.end());
+      selection.values.assign(out.values.begin(), out.values.end());
+    } else {
+      selection = std::move(out);
+    }
     if (indices)
       for (Index& position : selection.indices)
         position = (*indices)[position];
@@ -128,7 +138,8 @@ SparseVector LocalSelector::select_from(std::span<const float> acc, const std::v
   const bool exact = !reuse_threshold(iteration).has_value();
   if (exact) {
     // The exact top-k; its smallest magnitude is the k-th largest, the threshold reused afterwards.
-    SparseVector selection = to_indices(select_topk(acc, k));
+    select_topk(acc, k, out);
+    SparseVector selection = finish();
     threshold_ = 0.0;
     if (!selection.empty()) {
       threshold_ = std::fabs(selection.values[0]);
@@ -151,7 +162,8 @@ SparseVector LocalSelector::select_from(std::span<const float> acc, const std::v
     threshold_ *= rules.raise_factor;
   }
   used_threshold_ = threshold_;
-  SparseVector selection = to_indices(select_above(acc, static_cast<float>(threshold_)));
+  select_above(acc, static_cast<float>(threshold_), out);
+  SparseVector selection = finish();
   traffic.bytes_read += pass;
   traffic.bytes_written += 8 * selection.size();
   // Correct the threshold for the next iteration when the count left the window around k.

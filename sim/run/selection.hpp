@@ -128,12 +128,15 @@ public:
   }
 
   // Selects from `acc` for `iteration`; sorted by index. `traffic` receives the memory traffic it modelled.
-  SparseVector select(std::span<const float> acc, std::uint64_t k, int iteration, SelectionTraffic& traffic);
+  // With `buffer`, the kernels write into it (its capacity reused across calls: no fresh pages to fault in) and
+  // the result is a copy of exactly its size.
+  SparseVector select(std::span<const float> acc, std::uint64_t k, int iteration, SelectionTraffic& traffic,
+                      SparseVector* buffer = nullptr);
   // The same selection from an acc of n entries given as its candidates: the entries above a floor, every
   // other entry being at most the floor in magnitude. Exact when the floor is at most reuse_threshold() and,
   // for an exact top-k, at least k candidates exceed it. The traffic is the dense kernel's (n entries).
   SparseVector select_candidates(const SparseVector& candidates, std::uint64_t n, std::uint64_t k, int iteration,
-                                 SelectionTraffic& traffic);
+                                 SelectionTraffic& traffic, SparseVector* buffer = nullptr);
   // The threshold the selection of `iteration` starts from when it reuses one (raising only increases it);
   // nothing when it is an exact top-k (policy "exact", no threshold yet, or a re-evaluation iteration).
   std::optional<double> reuse_threshold(int iteration) const;
@@ -142,7 +145,7 @@ public:
 private:
   // select() over the values of acc; `indices` maps their positions to indices (nullptr: the identity).
   SparseVector select_from(std::span<const float> values, const std::vector<Index>* indices, std::uint64_t n,
-                           std::uint64_t k, int iteration, SelectionTraffic& traffic);
+                           std::uint64_t k, int iteration, SelectionTraffic& traffic, SparseVector* buffer);
 
   SelectionConfig config_;
   double threshold_ = 0; // the threshold the next reuse starts from

@@ -30,6 +30,7 @@ void SelectionStage::prepare(int iteration, int threads)
     try {
       std::vector<float> gradient(candidates_ ? 0 : config_.workload.n); // dense generation only
       std::vector<SparseVector> candidates;
+      SparseVector buffer; // the kernels' output, its pages reused from rank to rank
       std::vector<RankId> ranks;
       std::vector<std::uint64_t> needed;
       for (RankId begin = first * batch; begin < config_.ranks; begin += threads * batch) {
@@ -43,7 +44,7 @@ void SelectionStage::prepare(int iteration, int threads)
         if (candidates_)
           candidates_for_top_k(*config_.gradients, ranks, iteration, floor_, needed, candidates);
         for (std::size_t slot = 0; slot < ranks.size(); ++slot) {
-          prepare_rank(ranks[slot], iteration, gradient, candidates_ ? &candidates[slot] : nullptr);
+          prepare_rank(ranks[slot], iteration, gradient, candidates_ ? &candidates[slot] : nullptr, buffer);
           ranks_prepared_.fetch_add(1, std::memory_order_relaxed);
         }
       }
@@ -91,7 +92,7 @@ double SelectionStage::candidate_floor(int iteration, int threads) const
 }
 
 void SelectionStage::prepare_rank(RankId rank, int iteration, std::vector<float>& gradient,
-                                  const SparseVector* candidates)
+                                  const SparseVector* candidates, SparseVector& buffer)
 {
   std::span<const float> acc;
   if (!candidates) {
@@ -110,13 +111,12 @@ void SelectionStage::prepare_rank(RankId rank, int iteration, std::vector<float>
   LocalSelector& selector = selectors_[rank];
   const std::uint64_t k = config_.workload.k;
   const auto wall_start = std::chrono::steady_clock::now();
-  prepared.selection = candidates
-                           ? selector.select_candidates(*candidates, config_.workload.n, k, iteration, prepared.traffic)
-                           : selector.select(acc, k, iteration, prepared.traffic);
+  // The kernels write into the thread's buffer; the selection, which lives through the iteration beside P - 1
+  // others, is a copy of its size.
+  prepared.selection =
+      candidates ? selector.select_candidates(*candidates, config_.workload.n, k, iteration, prepared.traffic, &buffer)
+                 : selector.select(acc, k, iteration, prepared.traffic, &buffer);
   prepared.host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  // The kernels reserve generously; a selection lives through the iteration beside P - 1 others.
-  prepared.selection.indices.shrink_to_fit();
-  prepared.selection.values.shrink_to_fit();
 }
 
 void consume_selection(std::vector<float>& acc, const SparseVector& selection, const SparseVector& result,

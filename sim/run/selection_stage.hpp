@@ -65,7 +65,9 @@ private:
   static constexpr int kBatch = 8; // ranks whose candidates are drawn together
 
   // The rank's acc and selection: from its candidates when given, else from its dense gradient.
-  void prepare_rank(RankId rank, int iteration, std::vector<float>& gradient, const SparseVector* candidates);
+  // `buffer`: the preparing thread's output buffer for the kernels.
+  void prepare_rank(RankId rank, int iteration, std::vector<float>& gradient, const SparseVector* candidates,
+                    SparseVector& buffer);
   // The candidates generation's floor for `iteration` (every rank's selector has its state from iteration - 1).
   double candidate_floor(int iteration, int threads) const;
 
