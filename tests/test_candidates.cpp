@@ -312,23 +312,54 @@ TEST(ExponentialZiggurat, DrawsFollowTheExponentialDistribution)
   const ExponentialZiggurat exponential;
   const int draws = 2'000'000;
   const std::vector<double> points = {0.01, 0.1, 0.5, 1.0, 2.0, 4.0, 7.0, 7.7, 9.0, 12.0};
-  std::vector<int> above(points.size(), 0);
-  double sum = 0;
+  // Both entry points: 64 bits from the stream, and 32 given bits (then the stream when they fall outside).
+  for (bool given_bits : {false, true}) {
+    SCOPED_TRACE(given_bits ? "draw32" : "draw");
+    std::vector<int> above(points.size(), 0);
+    double sum = 0;
+    std::uint64_t counter = 0;
+    for (int d = 0; d < draws; ++d) {
+      const double x = given_bits ? exponential.draw32(static_cast<std::uint32_t>(stream_bits(99, d)), 4242, counter)
+                                  : exponential.draw(4242, counter);
+      ASSERT_GE(x, 0);
+      sum += x;
+      for (std::size_t p = 0; p < points.size(); ++p)
+        above[p] += x > points[p];
+    }
+    EXPECT_NEAR(sum / draws, 1.0, 5.0 / std::sqrt(draws));
+    for (std::size_t p = 0; p < points.size(); ++p) {
+      const double q = std::exp(-points[p]);
+      EXPECT_NEAR(above[p], draws * q, 5 * std::sqrt(draws * q * (1 - q)) + 1) << "P(E > " << points[p] << ")";
+    }
+    // Most draws take one stream value (1.1% fall outside a layer's rectangle and take two or three).
+    EXPECT_LT(static_cast<double>(counter) / draws, given_bits ? 0.05 : 1.05);
+  }
+}
+
+TEST(NoiseMagnitude, SampledTailMatchesTheDenseGeneratorsNoise)
+{
+  // |X| as the candidates generation draws it, L^-1(E) for E from 32 given bits, against the dense generator's
+  // Z exp(tau B - tau^2): quantiles far into the tail, from 4 M draws each.
+  const double tau = 0.25;
+  const NoiseMagnitude table(tau);
+  const ExponentialZiggurat exponential;
+  const int draws = 4'000'000;
+  std::vector<float> dense(draws), sampled(draws);
   std::uint64_t counter = 0;
   for (int d = 0; d < draws; ++d) {
-    const double x = exponential.draw(4242, counter);
-    ASSERT_GE(x, 0);
-    sum += x;
-    for (std::size_t p = 0; p < points.size(); ++p)
-      above[p] += x > points[p];
+    double z = 0, b = 0;
+    normal_pair(stream_bits(31, static_cast<std::uint64_t>(d)), z, b);
+    dense[d] = static_cast<float>(std::fabs(z * std::exp(tau * b - tau * tau)));
+    sampled[d] = static_cast<float>(
+        table.magnitude(exponential.draw32(static_cast<std::uint32_t>(stream_bits(32, d)), 33, counter)));
   }
-  EXPECT_NEAR(sum / draws, 1.0, 5.0 / std::sqrt(draws));
-  for (std::size_t p = 0; p < points.size(); ++p) {
-    const double q = std::exp(-points[p]);
-    EXPECT_NEAR(above[p], draws * q, 5 * std::sqrt(draws * q * (1 - q)) + 1) << "P(E > " << points[p] << ")";
+  std::sort(dense.begin(), dense.end());
+  std::sort(sampled.begin(), sampled.end());
+  for (double q : {0.5, 0.9, 0.99, 0.999, 0.9999}) {
+    const auto at = static_cast<std::size_t>(q * draws);
+    // The quantile's sampling error: sqrt(q (1 - q) / N) / density, about 1% of it at 0.9999 here.
+    EXPECT_NEAR(sampled[at] / dense[at], 1.0, q < 0.999 ? 0.005 : 0.015) << "quantile " << q;
   }
-  // Most draws take one stream value (1.1% fall outside a layer's rectangle and take two or three).
-  EXPECT_LT(static_cast<double>(counter) / draws, 1.05);
 }
 
 TEST(CalibratedCandidates, StatisticsMatchTheDenseSourceWithoutErrorFeedback)

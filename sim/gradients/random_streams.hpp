@@ -60,7 +60,10 @@ public:
     const std::uint32_t u = bits >> 8;
     if (u < inside24_[layer])
       return static_cast<double>(u) * width24_[layer];
-    return draw_from(stream_bits(base, counter++), base, counter);
+    // Outside the rectangle: the same point's wedge or tail test (u on the 53-bit scale), a fresh draw if rejected.
+    if (const double x = outside(layer, std::uint64_t{u} << 29, base, counter); x >= 0)
+      return x;
+    return draw(base, counter);
   }
 
 private:
