@@ -390,9 +390,9 @@ TEST(CalibratedCandidates, StatisticsMatchTheDenseSourceWithoutErrorFeedback)
     within("kept from the previous iteration", s.median.raw_overlap_previous, d.median.raw_overlap_previous, 0.05);
     within("busiest region / mean", s.median.raw_region_imbalance, d.median.raw_region_imbalance, 0.05);
     // A fourth moment of the largest values, decided by a few of them: LSTM at seeds 11, 12, 13 gave 6.84, 4.23,
-    // 5.09 (dense) and 6.21, 4.18, 5.10 (candidates); the seed's shared part moves it far more than the
-    // generation does, the per-rank noise alone up to 9%.
-    within("kurtosis of the selected values", s.median.raw_selected_kurtosis, d.median.raw_selected_kurtosis, 0.12);
+    // 5.09 (dense) and 6.81, 4.32, 4.79 (candidates); the seed's shared part moves it far more than the
+    // generation does, the per-rank noise alone up to 6%.
+    within("kurtosis of the selected values", s.median.raw_selected_kurtosis, d.median.raw_selected_kurtosis, 0.10);
     within("threshold change", s.median.raw_threshold_drift, d.median.raw_threshold_drift, 0.10);
     within("m / k under reuse, median", s.raw_reuse_median_ratio, d.raw_reuse_median_ratio, 0.05);
     within("m / k under reuse, maximum", s.raw_reuse_max_ratio, d.raw_reuse_max_ratio, 0.10);
