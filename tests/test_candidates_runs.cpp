@@ -1,6 +1,6 @@
 // Whole runs with the candidates generation against the same runs with the dense generation (the independent
 // oracle: same model, every entry drawn): per-rank volumes and result sizes of Ok-Topk, TopkA, gTopk and SparCML
-// at P = 64 over exact and threshold-reuse iterations, within 5%.
+// at P = 64 over exact and threshold-reuse iterations, within 5%; and the same files for one and two threads.
 #include "sparsim_cli.hpp"
 
 #include <gtest/gtest.h>
@@ -68,3 +68,18 @@ TEST(CandidatesRuns, OktopkMatchesTheDenseGeneration) { expect_same_outcomes("ok
 TEST(CandidatesRuns, TopkaMatchesTheDenseGeneration) { expect_same_outcomes("topka"); }
 TEST(CandidatesRuns, GtopkMatchesTheDenseGeneration) { expect_same_outcomes("gtopk"); }
 TEST(CandidatesRuns, SparcmlMatchesTheDenseGeneration) { expect_same_outcomes("sparcml_dsar_split_allgather"); }
+
+TEST(CandidatesRuns, SameResultsForAnyThreadCount)
+{
+  // The shared part, the plan and the histogram are built in fixed blocks, the ranks' draws are counter-based:
+  // one thread or two give the same files.
+  nlohmann::json config = run_config_for("oktopk", "candidates");
+  config["ranks"] = 16;
+  config["workload"]["n"] = 3 << 20; // three blocks of the shared part
+  const CliResult one = run_config(config, "threads-1", "--threads 1");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const CliResult two = run_config(config, "threads-2", "--threads 2");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  for (const char* file : {"results.csv", "ranks.csv", "links.csv"})
+    EXPECT_EQ(read_text(one.dir / file), read_text(two.dir / file)) << file;
+}
