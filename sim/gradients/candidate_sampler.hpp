@@ -45,7 +45,6 @@ public:
                 const NoiseMagnitude& magnitude, int threads = 1);
 
   double floor() const { return floor_; }
-  std::size_t planned_entries() const { return entries_.size(); }
   // Expected visits per rank: the sum over buckets of size times visit probability.
   double expected_visits() const;
 
