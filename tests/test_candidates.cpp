@@ -204,8 +204,9 @@ TEST(CalibratedCandidates, MatchTheDenseGradientsAboveFloors)
     }
     // Per layer (the layers with at least 400 entries above the floor in all).
     for (std::size_t l = 0; l < layers.size(); ++l) {
-      if (dense_layer[l] >= 400)
+      if (dense_layer[l] >= 400) {
         EXPECT_NEAR(scale_layer[l], dense_layer[l], 6 * std::sqrt(2 * dense_layer[l])) << layers[l].name;
+      }
     }
   }
 }
