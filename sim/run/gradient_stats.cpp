@@ -206,13 +206,7 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
     double drift_sum = 0, raw_drift_sum = 0;
     int drift_count = 0, raw_drift_count = 0;
     // Candidates: one floor for the iteration, below every raw threshold reused and leaving k for a top-k.
-    double floor = 0;
-    if (candidates) {
-      floor = candidate_floor_for_top_k(source, t, k);
-      for (const LocalSelector& selector : raw_selectors)
-        if (const auto threshold = selector.reuse_threshold(t))
-          floor = std::min(floor, *threshold);
-    }
+    const double floor = candidates ? candidate_floor(source, raw_selectors, t, k, true, 1) : 0.0;
     std::vector<SparseVector> all_candidates;
     if (candidates) {
       std::vector<RankId> ranks(static_cast<std::size_t>(P));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace sparsim {
 
@@ -173,6 +174,22 @@ SparseVector LocalSelector::select_from(std::span<const float> acc, const std::v
   else if (m > rules.high * k)
     threshold_ *= rules.factor;
   return selection;
+}
+
+double candidate_floor(const GradientSource& source, std::span<const LocalSelector> selectors, int iteration,
+                       std::uint64_t k, bool top_k_anyway, int threads)
+{
+  double floor = std::numeric_limits<double>::infinity();
+  bool exact_top_k = top_k_anyway;
+  for (const LocalSelector& selector : selectors) {
+    if (const auto threshold = selector.reuse_threshold(iteration))
+      floor = std::min(floor, *threshold);
+    else
+      exact_top_k = true;
+  }
+  if (exact_top_k)
+    floor = std::min(floor, candidate_floor_for_top_k(source, iteration, k, threads));
+  return floor;
 }
 
 } // namespace sparsim

@@ -13,6 +13,7 @@
 #include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
 #include "sim/data/sparse.hpp"
+#include "sim/gradients/source.hpp"
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -152,5 +153,11 @@ private:
   double used_threshold_ = 0;
   bool have_threshold_ = false;
 };
+
+// The candidates generation's floor (gradients.generation "candidates") for an iteration of these selectors: the
+// lowest threshold any of them reuses and, when one of them selects an exact top-k (or `top_k_anyway`), at most
+// the floor expected to leave enough candidates for a top-k of k (candidate_floor_for_top_k).
+double candidate_floor(const GradientSource& source, std::span<const LocalSelector> selectors, int iteration,
+                       std::uint64_t k, bool top_k_anyway, int threads);
 
 } // namespace sparsim

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <exception>
-#include <limits>
 #include <span>
 #include <thread>
 
@@ -19,7 +17,7 @@ void SelectionStage::prepare(int iteration, int threads)
   ranks_prepared_ = 0;
   const auto shared_start = std::chrono::steady_clock::now();
   if (candidates_) {
-    floor_ = candidate_floor(iteration, threads);
+    floor_ = candidate_floor(*config_.gradients, selectors_, iteration, config_.workload.k, false, threads);
     config_.gradients->prepare_candidates(iteration, floor_, threads);
   }
   shared_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - shared_start).count();
@@ -74,21 +72,6 @@ SparseVector SelectionStage::take_and_charge(Communicator& comm)
     cost = prepared.host_seconds * model.measured_scale;
   comm.spend("selection", cost);
   return std::move(prepared.selection);
-}
-
-double SelectionStage::candidate_floor(int iteration, int threads) const
-{
-  double floor = std::numeric_limits<double>::infinity();
-  bool exact_top_k = false;
-  for (const LocalSelector& selector : selectors_) {
-    if (const auto threshold = selector.reuse_threshold(iteration))
-      floor = std::min(floor, *threshold);
-    else
-      exact_top_k = true;
-  }
-  if (exact_top_k)
-    floor = std::min(floor, candidate_floor_for_top_k(*config_.gradients, iteration, config_.workload.k, threads));
-  return floor;
 }
 
 void SelectionStage::prepare_rank(RankId rank, int iteration, std::vector<float>& gradient,

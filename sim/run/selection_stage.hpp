@@ -68,8 +68,6 @@ private:
   // `buffer`: the preparing thread's output buffer for the kernels.
   void prepare_rank(RankId rank, int iteration, std::vector<float>& gradient, const SparseVector* candidates,
                     SparseVector& buffer);
-  // The candidates generation's floor for `iteration` (every rank's selector has its state from iteration - 1).
-  double candidate_floor(int iteration, int threads) const;
 
   const ExperimentConfig& config_;
   bool keep_residual_;
