@@ -86,15 +86,16 @@ new_bin=$(realpath "$new_bin")
 # --- The baseline set --------------------------------------------------------------------------------------
 # runs/: every algorithm at P = 12 and 64 on a star, a 2:1 oversubscribed fat tree and Piz Daint, VGG-16
 # calibrated gradients, 3 iterations; extra/: options the matrix leaves at their defaults; training/: the
-# Fashion-MNIST closed loop; sweep/: one small sweep whose summary.csv is compared.
-# --quick: the P = 12 Piz Daint runs (every algorithm), the extras, training and the sweep.
+# Fashion-MNIST closed loop; link_level/: runs under the link-level network model; sweep/: one small sweep
+# whose summary.csv is compared.
+# --quick: the P = 12 Piz Daint runs (every algorithm), the extras, training, link_level and the sweep.
 cd "$configs"
 if ((quick)); then
-  runs=(runs/piz_daint_p12_*.json extra/*.json training/*.json)
+  runs=(runs/piz_daint_p12_*.json extra/*.json training/*.json link_level/*.json)
 else
   # The P = 64 runs first, so that the job slots finish at about the same time.
-  runs=(runs/*_p64_*.json)
-  for config in extra/*.json runs/*.json training/*.json; do
+  runs=(link_level/*_p256_*.json runs/*_p64_*.json)
+  for config in extra/*.json runs/*.json training/*.json link_level/*.json; do
     [[ " ${runs[*]} " == *" $config "* ]] || runs+=("$config")
   done
 fi
