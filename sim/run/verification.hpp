@@ -74,16 +74,16 @@ public:
   double report(const SparseVector& selection, const std::shared_ptr<const SparseVector>& result)
   {
     if (reported_ == 0) {
-      sum_.assign(n_, 0.0);
-      abs_sum_.assign(n_, 0.0);
+      sums_.assign(n_, IndexSums{});
       selected_.assign(n_, false);
       first_result_ = result;
     } else if (result != first_result_ && !(*result == *first_result_)) { // one shared U is trivially the same
       throw std::runtime_error("verification failed: ranks ended the iteration with different results");
     }
     for (std::size_t e = 0; e < selection.size(); ++e) {
-      sum_[selection.indices[e]] += selection.values[e];
-      abs_sum_[selection.indices[e]] += std::fabs(selection.values[e]);
+      IndexSums& sums = sums_[selection.indices[e]];
+      sums.sum += selection.values[e];
+      sums.abs_sum += std::fabs(selection.values[e]);
       selected_[selection.indices[e]] = true;
     }
     if (++reported_ < ranks_)
@@ -103,7 +103,8 @@ private:
       const Index i = result.indices[e];
       if (!selected_[i])
         return 1e300; // U holds an index nobody selected
-      worst = std::max(worst, std::fabs(result.values[e] - sum_[i]) / rounding_tolerance(ranks_, abs_sum_[i]));
+      worst =
+          std::max(worst, std::fabs(result.values[e] - sums_[i].sum) / rounding_tolerance(ranks_, sums_[i].abs_sum));
     }
     if (semantics_ == SparseAllreduce::ResultSemantics::union_sum &&
         static_cast<std::size_t>(std::count(selected_.begin(), selected_.end(), true)) != result.size())
@@ -116,8 +117,12 @@ private:
   SparseAllreduce::ResultSemantics semantics_;
   int reported_ = 0;
   std::shared_ptr<const SparseVector> first_result_;
-  std::vector<double> sum_;
-  std::vector<double> abs_sum_;
+  // The sum and the sum of magnitudes side by side: the selections scatter over n, one cache line per entry.
+  struct IndexSums {
+    double sum = 0;
+    double abs_sum = 0;
+  };
+  std::vector<IndexSums> sums_;
   std::vector<bool> selected_;
 };
 
