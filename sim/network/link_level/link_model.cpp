@@ -9,6 +9,7 @@ namespace sparsim {
 LinkSharingModel::LinkSharingModel(std::vector<LinkSpec> links)
     : specs_(std::move(links))
     , links_(specs_.size())
+    , departures_(specs_.size())
 {
   for (std::size_t i = 0; i < specs_.size(); ++i) {
     if (!(specs_[i].bandwidth > 0) || !(specs_[i].latency >= 0))
@@ -51,47 +52,36 @@ LinkSharingModel::FlowId LinkSharingModel::start(Seconds start, Bytes bytes, con
   if (latency > 0)
     own_rate = std::min(own_rate, std::min(bottleneck, kTcpGammaBytes / (2.0 * latency)));
   flow.earliest_arrival = own_rate < kNever ? ready + flow.bytes / own_rate : ready;
-  events_.push({.time = ready, .kind = Kind::join, .id = id, .version = 0});
+  events_.push({.time = ready, .kind = Kind::join, .flow = id});
   return id;
 }
 
 Seconds LinkSharingModel::next_event()
 {
-  drop_stale_events();
-  return events_.empty() ? kNever : events_.top().time;
+  return std::min(departures_.top_time(), events_.empty() ? kNever : events_.top().time);
 }
 
 void LinkSharingModel::handle_next_event(std::vector<FlowId>& arrived)
 {
-  drop_stale_events();
-  if (events_.empty())
+  const Seconds now = next_event();
+  if (now == kNever)
     return;
-  const Seconds now = events_.top().time;
-  while (!events_.empty() && events_.top().time == now) {
+  for (;;) {
+    if (departures_.top_time() == now) {
+      depart(departures_.top(), now, arrived);
+      continue;
+    }
+    if (events_.empty() || events_.top().time != now)
+      return;
     const Event event = events_.top();
     events_.pop();
-    switch (event.kind) {
-    case Kind::departure:
-      if (event.version == links_[event.id].version)
-        depart(event.id, now, arrived);
-      break;
-    case Kind::arrival:
-      arrived.push_back(event.id);
-      release(event.id);
-      break;
-    case Kind::join:
-      join(event.id, now, arrived);
-      break;
+    if (event.kind == Kind::arrival) {
+      arrived.push_back(event.flow);
+      release(event.flow);
+    } else {
+      join(event.flow, now, arrived);
     }
-    drop_stale_events();
   }
-}
-
-void LinkSharingModel::drop_stale_events()
-{
-  while (!events_.empty() && events_.top().kind == Kind::departure &&
-         events_.top().version != links_[events_.top().id].version)
-    events_.pop();
 }
 
 void LinkSharingModel::advance_link(Link& link, Seconds now)
@@ -106,12 +96,12 @@ void LinkSharingModel::advance_link(Link& link, Seconds now)
 void LinkSharingModel::schedule_departure(std::uint32_t link_index)
 {
   Link& link = links_[link_index];
-  ++link.version;
-  if (link.flows.empty())
+  if (link.flows.empty()) {
+    departures_.set(link_index, kNever);
     return;
+  }
   const double remaining = std::max(0.0, link.flows.top().tag - link.virtual_time);
-  const Seconds time = link.updated + remaining * static_cast<double>(link.flows.size()) / link.bandwidth;
-  events_.push({.time = time, .kind = Kind::departure, .id = link_index, .version = link.version});
+  departures_.set(link_index, link.updated + remaining * static_cast<double>(link.flows.size()) / link.bandwidth);
 }
 
 void LinkSharingModel::join(FlowId id, Seconds now, std::vector<FlowId>& arrived)
@@ -155,11 +145,69 @@ void LinkSharingModel::link_done(FlowId id, Seconds now, std::vector<FlowId>& ar
   if (--flow.links_left > 0)
     return;
   if (flow.earliest_arrival > now) {
-    events_.push({.time = flow.earliest_arrival, .kind = Kind::arrival, .id = id, .version = 0});
+    events_.push({.time = flow.earliest_arrival, .kind = Kind::arrival, .flow = id});
     return;
   }
   arrived.push_back(id);
   release(id);
+}
+
+void LinkSharingModel::DepartureQueue::set(std::uint32_t link, Seconds time)
+{
+  const std::uint32_t slot = position_[link];
+  if (time == kNever) {
+    if (slot == kAbsent)
+      return;
+    const std::uint32_t last = heap_.back();
+    heap_.pop_back();
+    position_[link] = kAbsent;
+    time_[link] = kNever;
+    if (last != link) {
+      place(slot, last);
+      sift_up(slot);
+      sift_down(position_[last]);
+    }
+    return;
+  }
+  time_[link] = time;
+  if (slot == kAbsent) {
+    heap_.push_back(link);
+    position_[link] = static_cast<std::uint32_t>(heap_.size() - 1);
+    sift_up(heap_.size() - 1);
+  } else {
+    sift_up(slot);
+    sift_down(position_[link]);
+  }
+}
+
+void LinkSharingModel::DepartureQueue::sift_up(std::size_t slot)
+{
+  const std::uint32_t link = heap_[slot];
+  while (slot > 0) {
+    const std::size_t parent = (slot - 1) / 2;
+    if (!before(link, heap_[parent]))
+      break;
+    place(slot, heap_[parent]);
+    slot = parent;
+  }
+  place(slot, link);
+}
+
+void LinkSharingModel::DepartureQueue::sift_down(std::size_t slot)
+{
+  const std::uint32_t link = heap_[slot];
+  for (;;) {
+    std::size_t child = 2 * slot + 1;
+    if (child >= heap_.size())
+      break;
+    if (child + 1 < heap_.size() && before(heap_[child + 1], heap_[child]))
+      ++child;
+    if (!before(heap_[child], link))
+      break;
+    place(slot, heap_[child]);
+    slot = child;
+  }
+  place(slot, link);
 }
 
 } // namespace sparsim

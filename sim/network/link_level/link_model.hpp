@@ -89,25 +89,54 @@ private:
   struct Link {
     BytesPerSecond bandwidth = 0;
     double virtual_time = 0;
-    Seconds updated = 0;       // real time of virtual_time
-    std::uint32_t version = 0; // bumped whenever its next departure moves
+    Seconds updated = 0; // real time of virtual_time
     std::priority_queue<Departure, std::vector<Departure>, std::greater<>> flows;
   };
-  // At equal times departures come first (a link's flows leave before new ones join), then arrivals.
-  enum class Kind : std::uint8_t { departure, arrival, join };
+  // At equal times departures come first (a link's flows leave before new ones join), then arrivals, then
+  // joins; among departures the lower link index, among the others the lower flow id.
+  enum class Kind : std::uint8_t { arrival, join };
   struct Event {
     Seconds time;
     Kind kind;
-    std::uint32_t id;      // flow (join, arrival) or link (departure)
-    std::uint32_t version; // departure: the link's version when scheduled (stale otherwise)
+    std::uint32_t flow;
     bool operator>(const Event& other) const
     {
       if (time != other.time)
         return time > other.time;
       if (kind != other.kind)
         return kind > other.kind;
-      return id > other.id;
+      return flow > other.flow;
     }
+  };
+  // The next departure of every link that carries flows, one entry per link, kept in place when a link's
+  // next departure moves (an indexed binary min-heap by (time, link)).
+  class DepartureQueue {
+  public:
+    explicit DepartureQueue(std::size_t links)
+        : time_(links, kNever)
+        , position_(links, kAbsent)
+    {
+    }
+    bool empty() const { return heap_.empty(); }
+    std::uint32_t top() const { return heap_.front(); }
+    Seconds top_time() const { return heap_.empty() ? kNever : time_[heap_.front()]; }
+    // Sets the link's next departure (kNever: none).
+    void set(std::uint32_t link, Seconds time);
+
+  private:
+    static constexpr std::uint32_t kAbsent = std::numeric_limits<std::uint32_t>::max();
+    bool before(std::uint32_t a, std::uint32_t b) const { return time_[a] != time_[b] ? time_[a] < time_[b] : a < b; }
+    void place(std::size_t slot, std::uint32_t link)
+    {
+      heap_[slot] = link;
+      position_[link] = static_cast<std::uint32_t>(slot);
+    }
+    void sift_up(std::size_t slot);
+    void sift_down(std::size_t slot);
+
+    std::vector<Seconds> time_;           // [link]
+    std::vector<std::uint32_t> position_; // [link]: its slot in heap_, or kAbsent
+    std::vector<std::uint32_t> heap_;
   };
 
   void advance_link(Link& link, Seconds now);
@@ -115,14 +144,14 @@ private:
   void join(FlowId flow, Seconds now, std::vector<FlowId>& arrived);
   void depart(std::uint32_t link_index, Seconds now, std::vector<FlowId>& arrived);
   void link_done(FlowId flow, Seconds now, std::vector<FlowId>& arrived);
-  void drop_stale_events();
   void release(FlowId flow) { free_flows_.push_back(flow); }
 
   std::vector<LinkSpec> specs_;
   std::vector<Link> links_;
   std::vector<Flow> flows_;
   std::vector<FlowId> free_flows_;
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  DepartureQueue departures_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_; // joins and arrivals
 };
 
 } // namespace sparsim
