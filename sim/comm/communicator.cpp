@@ -72,9 +72,26 @@ void Communicator::wait(Request& request)
 void Communicator::wait_all(std::vector<Request>& requests)
 {
   // Transfers progress on their own once started, so waiting in order finishes at the same simulated
-  // time as waiting for whichever completes first.
-  for (auto& request : requests)
-    wait(request);
+  // time as waiting for whichever completes first. The traced iteration waits one by one, to record each
+  // wait; otherwise the transport waits for all at once (for the link-level model: one wakeup, not one per
+  // request).
+  if (tracing_) {
+    for (auto& request : requests)
+      wait(request);
+    return;
+  }
+  std::vector<Half>& halves = waiting_;
+  halves.clear();
+  for (const Request& request : requests)
+    if (!request.done_)
+      halves.push_back({.message = request.message_.get(), .is_receive = request.receive_});
+  if (!halves.empty())
+    world_.transport().wait_all(rank_, halves);
+  for (auto& request : requests) {
+    request.done_ = true;
+    if (!request.receive_)
+      request.message_.reset(); // the sender keeps nothing once delivered
+  }
 }
 
 void Communicator::switch_phase(PhaseId next)

@@ -159,6 +159,7 @@ private:
   int iteration_ = 0;
   bool tracing_ = false; // in the traced iteration
   Seconds iteration_started_ = 0;
+  std::vector<Half> waiting_; // wait_all's scratch
 };
 
 } // namespace sparsim

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <typeindex>
 
 namespace sparsim {
@@ -39,6 +40,12 @@ struct Pairing {
 // The Communicator's matcher for one half (sim/comm/matcher.hpp); `fresh` is the message to file when
 // nothing matches.
 using PairFunction = std::function<Pairing(MessagePtr fresh)>;
+
+// One half of a message a rank waits on.
+struct Half {
+  Message* message;
+  bool is_receive;
+};
 
 // What a send puts into its message.
 struct Outgoing {
@@ -70,6 +77,14 @@ public:
   virtual MessagePtr post_receive(const PairFunction& pair, RankId receiver) = 0;
   // Blocks the calling rank until its half of `message` has completed (is_receive: the receive half).
   virtual void wait(Message& message, bool is_receive) = 0;
+  // Blocks the calling rank `rank` until every one of `halves` has completed: the same simulated time as
+  // waiting on them one after the other, which is what this default does.
+  virtual void wait_all(RankId rank, std::span<const Half> halves)
+  {
+    (void)rank;
+    for (const Half& half : halves)
+      wait(*half.message, half.is_receive);
+  }
 };
 
 } // namespace sparsim

@@ -12,6 +12,7 @@ LinkLevelTransport::LinkLevelTransport(int ranks, RankParking& parking, std::vec
     , route_(std::move(route))
     , active_(ranks) // every rank starts running at time 0
     , send_count_(static_cast<std::size_t>(ranks), 0)
+    , pending_(static_cast<std::size_t>(ranks), 0)
 {
 }
 
@@ -77,6 +78,23 @@ void LinkLevelTransport::wait(Message& message, bool is_receive)
     return;
   const RankId rank = is_receive ? m.dest : m.source;
   (is_receive ? m.receive_waiter : m.send_waiter) = rank;
+  pending_[rank] = 1;
+  block(rank);
+}
+
+void LinkLevelTransport::wait_all(RankId rank, std::span<const Half> halves)
+{
+  std::uint32_t pending = 0;
+  for (const Half& half : halves) {
+    auto& m = static_cast<LinkMessage&>(*half.message);
+    if (m.arrived)
+      continue;
+    (half.is_receive ? m.receive_waiter : m.send_waiter) = rank;
+    ++pending;
+  }
+  if (pending == 0)
+    return;
+  pending_[rank] = pending;
   block(rank);
 }
 
@@ -142,10 +160,10 @@ void LinkLevelTransport::deliver(LinkSharingModel::FlowId flow)
 {
   auto& m = static_cast<LinkMessage&>(*in_flight_[flow]);
   m.arrived = true;
-  if (m.send_waiter >= 0)
-    schedule(m.send_waiter, clock_);
-  if (m.receive_waiter >= 0)
-    schedule(m.receive_waiter, clock_);
+  // A waiting rank runs again once the last half it waits on has arrived.
+  for (const RankId waiter : {m.send_waiter, m.receive_waiter})
+    if (waiter >= 0 && --pending_[waiter] == 0)
+      schedule(waiter, clock_);
   in_flight_[flow].reset();
 }
 

@@ -9,8 +9,9 @@
 // rank, the source's count of sends), (2) handles the model's events in time order until the next is later
 // than the earliest rank wakeup, scheduling the ranks that wait on a message at its arrival, and (3) moves
 // the clock to that wakeup and wakes every rank due then, in rank order. A wait therefore costs at most one
-// switch of the waiting rank, and nothing depends on the order in which the engine runs its actors. A
-// message's two halves complete at its arrival.
+// switch of the waiting rank (a wait on several messages too: the rank runs again when the last of them has
+// arrived, the time at which waiting on them one by one would end), and nothing depends on the order in which the
+// engine runs its actors. A message's two halves complete at its arrival.
 //
 // LIMITATIONS: those of link_model.hpp (equal shares per link instead of max-min, links of a route not
 // coupled, latency paid once).
@@ -41,6 +42,7 @@ public:
   MessagePtr post_send(const PairFunction& pair, Outgoing outgoing) override;
   MessagePtr post_receive(const PairFunction& pair, RankId receiver) override;
   void wait(Message& message, bool is_receive) override;
+  void wait_all(RankId rank, std::span<const Half> halves) override;
 
 private:
   struct LinkMessage : Message {
@@ -71,6 +73,7 @@ private:
   Seconds clock_ = 0;
   int active_;                            // ranks running (not blocked) at the current time
   std::vector<std::uint64_t> send_count_; // [source rank]
+  std::vector<std::uint32_t> pending_;    // [rank]: halves it waits on that have not arrived
   std::vector<MessagePtr> posted_now_;    // both halves posted at the current time, not yet started
   std::vector<MessagePtr> in_flight_;     // [flow id]
   std::priority_queue<Wakeup, std::vector<Wakeup>, std::greater<>> wakeups_due_;
