@@ -6,6 +6,7 @@
 #include "sim/run/config.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <memory>
 #include <stdexcept>
@@ -60,7 +61,9 @@ private:
 };
 
 // Sparse results against the local selections: every rank holds the same U, and U's values are the sums
-// of the local selections (on the union of their indices for union-sum algorithms).
+// of the local selections (on the union of their indices for union-sum algorithms). The sums are kept for
+// U's indices only, in index order; a selected index finds its place through a bit per index of [0, n) and a
+// running count per 64-bit word (about n/5 bytes, in cache where the n doubles of a dense sum are not).
 class SparseVerifier {
 public:
   SparseVerifier(int ranks, std::uint64_t n, SparseAllreduce::ResultSemantics semantics)
@@ -74,18 +77,14 @@ public:
   double report(const SparseVector& selection, const std::shared_ptr<const SparseVector>& result)
   {
     if (reported_ == 0) {
-      sums_.assign(n_, IndexSums{});
-      selected_.assign(n_, false);
       first_result_ = result;
+      if (semantics_ != SparseAllreduce::ResultSemantics::reselected)
+        index_result(*result);
     } else if (result != first_result_ && !(*result == *first_result_)) { // one shared U is trivially the same
       throw std::runtime_error("verification failed: ranks ended the iteration with different results");
     }
-    for (std::size_t e = 0; e < selection.size(); ++e) {
-      IndexSums& sums = sums_[selection.indices[e]];
-      sums.sum += selection.values[e];
-      sums.abs_sum += std::fabs(selection.values[e]);
-      selected_[selection.indices[e]] = true;
-    }
+    if (semantics_ != SparseAllreduce::ResultSemantics::reselected)
+      add_selection(selection);
     if (++reported_ < ranks_)
       return 0;
     reported_ = 0;
@@ -93,21 +92,83 @@ public:
   }
 
 private:
+  // Sums of the selections at one index of U; `selected`: some rank selected it.
+  struct IndexSums {
+    double sum = 0;
+    double abs_sum = 0;
+    bool selected = false;
+  };
+
+  bool in_result(Index i) const { return (in_result_[i / 64] >> (i % 64)) & 1; }
+  // The place of U's index i among U's indices in increasing order: how many of them are below i.
+  std::size_t place(Index i) const
+  {
+    const std::uint64_t below_in_word = in_result_[i / 64] & ((std::uint64_t{1} << (i % 64)) - 1);
+    return below_word_[i / 64] + static_cast<std::size_t>(std::popcount(below_in_word));
+  }
+
+  void index_result(const SparseVector& result)
+  {
+    const std::size_t words = (n_ + 63) / 64;
+    in_result_.assign(words, 0);
+    malformed_result_ = false;
+    for (const Index i : result.indices) {
+      if (i >= n_ || in_result(i)) {
+        malformed_result_ = true; // an index outside [0, n), or twice
+        return;
+      }
+      in_result_[i / 64] |= std::uint64_t{1} << (i % 64);
+    }
+    below_word_.resize(words);
+    std::uint32_t below = 0;
+    for (std::size_t w = 0; w < words; ++w) {
+      below_word_[w] = below;
+      below += static_cast<std::uint32_t>(std::popcount(in_result_[w]));
+    }
+    // U in index order: entry_of_place_[p] is the entry of U at place p (left empty when U is ordered).
+    entry_of_place_.clear();
+    if (!std::is_sorted(result.indices.begin(), result.indices.end())) {
+      entry_of_place_.resize(result.size());
+      for (std::size_t e = 0; e < result.size(); ++e)
+        entry_of_place_[place(result.indices[e])] = e;
+    }
+    sums_.assign(result.size(), IndexSums{});
+    outside_result_ = false;
+  }
+
+  void add_selection(const SparseVector& selection)
+  {
+    if (malformed_result_)
+      return;
+    for (std::size_t e = 0; e < selection.size(); ++e) {
+      const Index i = selection.indices[e];
+      if (i >= n_ || !in_result(i)) {
+        outside_result_ = true;
+        continue;
+      }
+      IndexSums& sums = sums_[place(i)];
+      sums.sum += selection.values[e];
+      sums.abs_sum += std::fabs(selection.values[e]);
+      sums.selected = true;
+    }
+  }
+
   double check() const
   {
     if (semantics_ == SparseAllreduce::ResultSemantics::reselected)
       return 0;
+    if (malformed_result_)
+      return 1e300; // U holds an index twice, or one outside the vector
     double worst = 0;
     const SparseVector& result = *first_result_;
-    for (std::size_t e = 0; e < result.size(); ++e) {
-      const Index i = result.indices[e];
-      if (!selected_[i])
+    for (std::size_t p = 0; p < sums_.size(); ++p) {
+      const IndexSums& sums = sums_[p];
+      if (!sums.selected)
         return 1e300; // U holds an index nobody selected
-      worst =
-          std::max(worst, std::fabs(result.values[e] - sums_[i].sum) / rounding_tolerance(ranks_, sums_[i].abs_sum));
+      const float value = result.values[entry_of_place_.empty() ? p : entry_of_place_[p]];
+      worst = std::max(worst, std::fabs(value - sums.sum) / rounding_tolerance(ranks_, sums.abs_sum));
     }
-    if (semantics_ == SparseAllreduce::ResultSemantics::union_sum &&
-        static_cast<std::size_t>(std::count(selected_.begin(), selected_.end(), true)) != result.size())
+    if (semantics_ == SparseAllreduce::ResultSemantics::union_sum && outside_result_)
       return 1e300; // a selected index is missing from U
     return worst;
   }
@@ -117,13 +178,12 @@ private:
   SparseAllreduce::ResultSemantics semantics_;
   int reported_ = 0;
   std::shared_ptr<const SparseVector> first_result_;
-  // The sum and the sum of magnitudes side by side: the selections scatter over n, one cache line per entry.
-  struct IndexSums {
-    double sum = 0;
-    double abs_sum = 0;
-  };
-  std::vector<IndexSums> sums_;
-  std::vector<bool> selected_;
+  std::vector<std::uint64_t> in_result_;  // bit i: U holds index i
+  std::vector<std::uint32_t> below_word_; // [word]: U's indices below the word's first index
+  std::vector<std::size_t> entry_of_place_;
+  bool malformed_result_ = false;
+  std::vector<IndexSums> sums_; // [place]
+  bool outside_result_ = false; // some rank selected an index U does not hold
 };
 
 } // namespace sparsim
