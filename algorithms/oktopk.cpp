@@ -223,10 +223,8 @@ private:
   {
     const int P = comm.size();
     const int r = comm.rank();
-    Gathered<SparseSlice> slices(P); // views of the selection, one per region
-    for (int j = 0; j < P; ++j)
-      slices[j] = std::make_shared<const SparseSlice>(
-          slice_of(selection, static_cast<Index>(boundaries[j]), static_cast<Index>(boundaries[j + 1])));
+    const Gathered<SparseSlice> slices =
+        slices_between(selection, boundaries); // views of the selection, one per region
 
     // Count exchange: an alltoall of one integer, in the same steps and waves as the data (posting all P-1
     // at once would also be slow to simulate: SimGrid's cost per event grows with the flows in flight).

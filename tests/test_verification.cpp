@@ -137,7 +137,8 @@ TEST(SparseVerifier, ReportsWrongSumsMissingAndForeignIndices)
   Index unselected = 0;
   while (reference.sum.count(unselected))
     ++unselected;
-  const auto at = std::lower_bound(foreign.indices.begin(), foreign.indices.end(), unselected) - foreign.indices.begin();
+  const auto at =
+      std::lower_bound(foreign.indices.begin(), foreign.indices.end(), unselected) - foreign.indices.begin();
   foreign.indices.insert(foreign.indices.begin() + at, unselected);
   foreign.values.insert(foreign.values.begin() + at, 0.0f);
   EXPECT_EQ(verify(P, n, Semantics::restricted_sum, selections, foreign), 1e300);

@@ -11,13 +11,18 @@ Pairing Matcher::pair_half(Queues& theirs, Queues& ours, std::uint64_t key, Mess
 {
   auto waiting = theirs.find(key);
   if (waiting == theirs.end()) {
-    ours[key].push_back(fresh);
+    Queue& queue = ours[key];
+    (queue.oldest ? queue.later.emplace_back() : queue.oldest) = fresh;
     return {std::move(fresh), false};
   }
-  MessagePtr message = std::move(waiting->second.front());
-  waiting->second.erase(waiting->second.begin());
-  if (waiting->second.empty())
+  Queue& queue = waiting->second;
+  MessagePtr message = std::move(queue.oldest);
+  if (queue.later.empty()) {
     theirs.erase(waiting);
+  } else {
+    queue.oldest = std::move(queue.later.front());
+    queue.later.erase(queue.later.begin());
+  }
   return {std::move(message), true};
 }
 

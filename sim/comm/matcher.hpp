@@ -24,8 +24,14 @@ public:
   Pairing pair_receive(RankId dest, RankId source, Tag tag, MessagePtr fresh);
 
 private:
-  // By (source, tag), oldest first; for one key at most one of the two queues of an inbox is non-empty.
-  using Queues = std::unordered_map<std::uint64_t, std::vector<MessagePtr>>;
+  // The halves waiting under one key, oldest first: the oldest inline (most keys have one at a time), the
+  // others after it.
+  struct Queue {
+    MessagePtr oldest;
+    std::vector<MessagePtr> later;
+  };
+  // By (source, tag); for one key at most one of the two queues of an inbox is non-empty.
+  using Queues = std::unordered_map<std::uint64_t, Queue>;
   struct Inbox {
     Queues unmatched_sends;
     Queues unmatched_receives;

@@ -10,9 +10,9 @@
 #include "sim/base/units.hpp"
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
+#include <type_traits>
 #include <typeindex>
 
 namespace sparsim {
@@ -38,8 +38,24 @@ struct Pairing {
   bool matched = false;
 };
 // The Communicator's matcher for one half (sim/comm/matcher.hpp); `fresh` is the message to file when
-// nothing matches.
-using PairFunction = std::function<Pairing(MessagePtr fresh)>;
+// nothing matches. A reference to the caller's function, valid for the post it is passed to (no copy, no
+// allocation per message).
+class PairFunction {
+public:
+  template <class F>
+  requires(!std::is_same_v<std::remove_cvref_t<F>, PairFunction>)
+      PairFunction(F&& function) // NOLINT(google-explicit-constructor): passed as a lambda
+      : function_(const_cast<void*>(static_cast<const void*>(&function)))
+      , call_(
+            [](void* f, MessagePtr fresh) { return (*static_cast<std::remove_reference_t<F>*>(f))(std::move(fresh)); })
+  {
+  }
+  Pairing operator()(MessagePtr fresh) const { return call_(function_, std::move(fresh)); }
+
+private:
+  void* function_;
+  Pairing (*call_)(void*, MessagePtr);
+};
 
 // One half of a message a rank waits on.
 struct Half {

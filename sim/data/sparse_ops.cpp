@@ -113,6 +113,21 @@ SparseSlice slice_of(std::shared_ptr<const SparseVector> v, Index begin, Index e
   return {std::move(v), first, last};
 }
 
+std::vector<std::shared_ptr<const SparseSlice>> slices_between(const std::shared_ptr<const SparseVector>& v,
+                                                               std::span<const std::uint64_t> boundaries)
+{
+  const std::size_t count = boundaries.empty() ? 0 : boundaries.size() - 1;
+  auto block = std::make_shared<std::vector<SparseSlice>>();
+  block->reserve(count);
+  for (std::size_t j = 0; j < count; ++j)
+    block->push_back(slice_of(v, static_cast<Index>(boundaries[j]), static_cast<Index>(boundaries[j + 1])));
+  std::vector<std::shared_ptr<const SparseSlice>> slices;
+  slices.reserve(count);
+  for (const SparseSlice& slice : *block)
+    slices.emplace_back(block, &slice);
+  return slices;
+}
+
 SparseVector top_k_by_magnitude(const SparseVector& v, std::size_t k)
 {
   // Select among the values as if they were a dense vector, then map positions back to indices; positions

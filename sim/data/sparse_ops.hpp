@@ -5,6 +5,7 @@
 #include "sim/data/sparse.hpp"
 #include "sim/data/wire.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
@@ -34,6 +35,10 @@ struct SparseSlice {
   }
 };
 SparseSlice slice_of(std::shared_ptr<const SparseVector> v, Index begin, Index end); // entries begin <= index < end
+// The slices of v between consecutive boundaries (slice j: boundaries[j] <= index < boundaries[j + 1]), kept in
+// one block that every returned pointer shares (one allocation, not one per slice).
+std::vector<std::shared_ptr<const SparseSlice>> slices_between(const std::shared_ptr<const SparseVector>& v,
+                                                               std::span<const std::uint64_t> boundaries);
 inline Bytes wire_bytes(const SparseSlice& s, const WireFormat& wire)
 {
   return s.size() * static_cast<Bytes>(wire.index_bytes + wire.value_bytes);

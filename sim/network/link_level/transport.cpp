@@ -45,9 +45,11 @@ void LinkLevelTransport::rank_finished(RankId rank)
 
 MessagePtr LinkLevelTransport::post_send(const PairFunction& pair, Outgoing outgoing)
 {
-  auto fresh = std::make_shared<LinkMessage>();
-  fresh->send_number = send_count_[outgoing.source]++;
-  Pairing pairing = pair(fresh);
+  LinkMessage& fresh = spare_message();
+  fresh.send_number = send_count_[outgoing.source]++;
+  Pairing pairing = pair(spare_);
+  if (!pairing.matched)
+    spare_.reset(); // filed: the next post needs a new one
   auto& m = static_cast<LinkMessage&>(*pairing.message);
   m.source = outgoing.source;
   m.dest = outgoing.dest;
@@ -55,7 +57,7 @@ MessagePtr LinkLevelTransport::post_send(const PairFunction& pair, Outgoing outg
   m.payload = std::move(outgoing.payload);
   m.type = outgoing.type;
   if (pairing.matched) {
-    m.send_number = fresh->send_number;
+    m.send_number = fresh.send_number;
     posted_now_.push_back(pairing.message);
   }
   return std::move(pairing.message);
@@ -63,12 +65,20 @@ MessagePtr LinkLevelTransport::post_send(const PairFunction& pair, Outgoing outg
 
 MessagePtr LinkLevelTransport::post_receive(const PairFunction& pair, RankId receiver)
 {
-  auto fresh = std::make_shared<LinkMessage>();
-  fresh->dest = receiver;
-  Pairing pairing = pair(fresh);
+  spare_message().dest = receiver;
+  Pairing pairing = pair(spare_);
   if (pairing.matched)
     posted_now_.push_back(pairing.message);
+  else
+    spare_.reset(); // filed
   return std::move(pairing.message);
+}
+
+LinkLevelTransport::LinkMessage& LinkLevelTransport::spare_message()
+{
+  if (!spare_)
+    spare_ = std::make_shared<LinkMessage>();
+  return static_cast<LinkMessage&>(*spare_);
 }
 
 void LinkLevelTransport::wait(Message& message, bool is_receive)

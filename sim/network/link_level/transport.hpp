@@ -57,6 +57,8 @@ private:
     bool operator>(const Wakeup& other) const { return time != other.time ? time > other.time : rank > other.rank; }
   };
 
+  // The message a post offers the matcher to file; kept for the next post when the post matched instead.
+  LinkMessage& spare_message();
   void schedule(RankId rank, Seconds time) { wakeups_due_.push({time, rank}); }
   // The calling rank stops until its scheduled wakeup; the last one to stop moves time on.
   void block(RankId rank);
@@ -74,8 +76,9 @@ private:
   int active_;                            // ranks running (not blocked) at the current time
   std::vector<std::uint64_t> send_count_; // [source rank]
   std::vector<std::uint32_t> pending_;    // [rank]: halves it waits on that have not arrived
-  std::vector<MessagePtr> posted_now_;    // both halves posted at the current time, not yet started
-  std::vector<MessagePtr> in_flight_;     // [flow id]
+  MessagePtr spare_;
+  std::vector<MessagePtr> posted_now_; // both halves posted at the current time, not yet started
+  std::vector<MessagePtr> in_flight_;  // [flow id]
   std::priority_queue<Wakeup, std::vector<Wakeup>, std::greater<>> wakeups_due_;
   std::vector<RankId> at_barrier_;
   std::vector<std::size_t> slots_;                // scratch route
