@@ -232,15 +232,18 @@ private:
     std::vector<std::int64_t> announced(P, 0);
     {
       auto scope = comm.phase("split_counts");
+      const auto counts = std::make_shared<std::vector<Count>>(P); // one block; each message points into it
+      for (int j = 0; j < P; ++j)
+        (*counts)[j].value = static_cast<std::int64_t>(slices[j]->size());
       exchange_in_waves(
           comm, params_.bucket, schedule,
           [&](const ExchangeStep& step, std::vector<Request>& sends, std::vector<Request>& receives) {
-            const auto count = static_cast<std::int64_t>(slices[step.dest]->size());
-            sends.push_back(comm.isend(step.dest, kCountsTag, std::make_shared<const Counts>(Counts{{count}})));
+            sends.push_back(
+                comm.isend(step.dest, kCountsTag, std::shared_ptr<const Count>(counts, &(*counts)[step.dest])));
             receives.push_back(comm.irecv(step.source, kCountsTag));
           },
           [&](const ExchangeStep& step, std::vector<Request>& receives) {
-            announced[step.source] = comm.take<Counts>(receives[0])->values.at(0);
+            announced[step.source] = comm.take<Count>(receives[0])->value;
           });
     }
 

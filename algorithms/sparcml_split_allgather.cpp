@@ -192,23 +192,24 @@ public:
 
     // Phase 1, sparse reduce-scatter: each region's slice goes straight to its owner, destinations rotated
     // so that every step is a permutation; the owner sums the slices in rank order.
-    Gathered<SparseSlice> slices(P); // views of the selection
+    std::vector<std::uint64_t> boundaries(P + 1);
+    for (int j = 0; j <= P; ++j)
+      boundaries[j] = region_begin(j);
+    const Gathered<SparseSlice> own = slices_between(input.local_selection, boundaries); // views of the selection
+    Gathered<SparseSlice> slices(P);                                                     // [source rank]
     {
       auto scope = comm.phase("reduce_scatter");
       exchange_in_waves(
           comm, throttle_, [&](int s) { return rotated_step(r, P, s); },
           [&](const ExchangeStep& step, std::vector<Request>& sends, std::vector<Request>& receives) {
-            auto slice = std::make_shared<const SparseSlice>(
-                slice_of(input.local_selection, region_begin(step.dest), region_begin(step.dest + 1)));
-            sends.push_back(comm.isend(step.dest, kReduceScatterTag, std::move(slice)));
+            sends.push_back(comm.isend(step.dest, kReduceScatterTag, own[step.dest]));
             receives.push_back(comm.irecv(step.source, kReduceScatterTag));
           },
           [&](const ExchangeStep& step, std::vector<Request>& receives) {
             slices[step.source] = comm.take<SparseSlice>(receives[0]);
           });
     }
-    slices[r] =
-        std::make_shared<const SparseSlice>(slice_of(input.local_selection, region_begin(r), region_begin(r + 1)));
+    slices[r] = own[r];
     SparseVector reduced = sum_received_in_order(comm, slices);
 
     // Phase 2 (global switch only): every rank learns the union's size, as the reference's allgather of

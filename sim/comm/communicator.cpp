@@ -21,7 +21,7 @@ Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void
   PhaseStats& received = traffic.of(dest, phase_);
   received.msgs_recv += 1;
   received.bytes_recv += bytes;
-  world_.link_loads().add(rank_, dest, bytes, iteration_);
+  const std::span<const std::size_t> route = world_.link_loads().add(rank_, dest, bytes, iteration_);
   world_.count_message();
 
   Request request;
@@ -30,7 +30,8 @@ Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void
   Matcher& matcher = world_.matcher();
   request.message_ = world_.transport().post_send(
       [&](MessagePtr fresh) { return matcher.pair_send(rank_, dest, tag, std::move(fresh)); },
-      Outgoing{.source = rank_, .dest = dest, .bytes = bytes, .payload = std::move(payload), .type = type});
+      Outgoing{
+          .source = rank_, .dest = dest, .bytes = bytes, .payload = std::move(payload), .type = type, .route = route});
   return request;
 }
 

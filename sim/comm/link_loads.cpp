@@ -11,10 +11,10 @@ LinkLoadCounter::LinkLoadCounter(int ranks, LinkRoute route, std::size_t slots)
 {
 }
 
-void LinkLoadCounter::add(RankId source, RankId dest, Bytes bytes, int iteration)
+std::span<const std::size_t> LinkLoadCounter::add(RankId source, RankId dest, Bytes bytes, int iteration)
 {
   if (!route_)
-    return;
+    return {};
   LastRoute& route = last_routes_[source];
   if (route.dest != dest) {
     route.slots.clear();
@@ -34,6 +34,7 @@ void LinkLoadCounter::add(RankId source, RankId dest, Bytes bytes, int iteration
     load.total += bytes;
     load.iteration_max = std::max(load.iteration_max, load.current);
   }
+  return route.slots;
 }
 
 } // namespace sparsim

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <span>
 #include <vector>
 
 namespace sparsim {
@@ -28,7 +29,8 @@ public:
   // Without a route nothing is counted.
   LinkLoadCounter(int ranks, LinkRoute route, std::size_t slots);
 
-  void add(RankId source, RankId dest, Bytes bytes, int iteration);
+  // Returns the route's slots (valid until the source's next message; empty without a route).
+  std::span<const std::size_t> add(RankId source, RankId dest, Bytes bytes, int iteration);
   const std::vector<LinkLoad>& loads() const { return loads_; } // [slot]
 
 private:

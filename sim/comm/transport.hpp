@@ -70,6 +70,8 @@ struct Outgoing {
   Bytes bytes = 0;
   std::shared_ptr<const void> payload;
   std::type_index type{typeid(void)};
+  // The links it crosses (the World's link slots), when the caller has found them already; else empty.
+  std::span<const std::size_t> route{};
 };
 
 class Transport {

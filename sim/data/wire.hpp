@@ -30,6 +30,10 @@ struct DenseBlock {
 struct Counts {
   std::vector<std::int64_t> values;
 };
+// A single count, on the wire as one value of Counts.
+struct Count {
+  std::int64_t value = 0;
+};
 
 inline Bytes wire_bytes(const DenseBlock& block, const WireFormat& wire)
 {
@@ -56,5 +60,6 @@ template <class T> Bytes wire_bytes(const Bundle<T>& bundle, const WireFormat& w
 
 // Metadata travels as 4-byte integers, as MPI_INT counts do.
 inline Bytes wire_bytes(const Counts& counts, const WireFormat&) { return counts.values.size() * 4; }
+inline Bytes wire_bytes(const Count&, const WireFormat&) { return 4; }
 
 } // namespace sparsim

@@ -56,6 +56,11 @@ MessagePtr LinkLevelTransport::post_send(const PairFunction& pair, Outgoing outg
   m.bytes = outgoing.bytes;
   m.payload = std::move(outgoing.payload);
   m.type = outgoing.type;
+  m.route_length = 0;
+  if (!outgoing.route.empty() && outgoing.route.size() <= kKeptRouteLinks) {
+    std::copy(outgoing.route.begin(), outgoing.route.end(), m.route.begin());
+    m.route_length = static_cast<std::uint8_t>(outgoing.route.size());
+  }
   if (pairing.matched) {
     m.send_number = fresh.send_number;
     posted_now_.push_back(pairing.message);
@@ -156,8 +161,10 @@ void LinkLevelTransport::start_posted_transfers()
     return x.source != y.source ? x.source < y.source : x.send_number < y.send_number;
   });
   for (MessagePtr& message : posted_now_) {
-    slots_.clear();
-    route_(message->source, message->dest, slots_);
+    const auto& m = static_cast<const LinkMessage&>(*message);
+    slots_.assign(m.route.begin(), m.route.begin() + m.route_length);
+    if (m.route_length == 0)
+      route_(m.source, m.dest, slots_);
     const LinkSharingModel::FlowId flow = network_.start(clock_, message->bytes, slots_);
     if (flow >= in_flight_.size())
       in_flight_.resize(flow + 1);

@@ -22,6 +22,7 @@
 #include "sim/network/link_level/link_model.hpp"
 #include "sim/network/link_level/parking.hpp"
 
+#include <array>
 #include <cstdint>
 #include <queue>
 #include <vector>
@@ -45,8 +46,12 @@ public:
   void wait_all(RankId rank, std::span<const Half> halves) override;
 
 private:
+  static constexpr std::size_t kKeptRouteLinks = 16;
   struct LinkMessage : Message {
     std::uint64_t send_number = 0; // the source's count of sends before this one
+    // Its route as the send's poster found it (route_length 0: not kept, found again at the start).
+    std::array<std::uint32_t, kKeptRouteLinks> route{};
+    std::uint8_t route_length = 0;
     bool arrived = false;
     RankId send_waiter = -1; // the rank waiting on each half, until it has arrived
     RankId receive_waiter = -1;
