@@ -71,6 +71,21 @@ double expected_ratio(const Reference& reference, const SparseVector& result, in
   return worst;
 }
 
+// P random selections, their brute-force sums and the result U that holds all of them.
+struct Sample {
+  std::vector<SparseVector> selections;
+  Reference reference;
+  SparseVector all;
+};
+Sample sample(int P, std::uint64_t n, std::size_t m, std::uint32_t seed)
+{
+  Sample s;
+  s.selections = random_selections(P, n, m, seed);
+  s.reference = brute_force(s.selections);
+  s.all = result_from(s.reference, 1);
+  return s;
+}
+
 double verify(int P, std::uint64_t n, Semantics semantics, const std::vector<SparseVector>& selections,
               const SparseVector& result)
 {
@@ -86,9 +101,7 @@ TEST(SparseVerifier, ErrorRatioEqualsTheBruteForceOnesForUnionAndRestrictedResul
 {
   const int P = 7;
   const std::uint64_t n = 1000;
-  const auto selections = random_selections(P, n, 60, 3);
-  const Reference reference = brute_force(selections);
-  const SparseVector all = result_from(reference, 1);
+  const auto [selections, reference, all] = sample(P, n, 60, 3);
   const double ratio = verify(P, n, Semantics::union_sum, selections, all);
   EXPECT_EQ(ratio, expected_ratio(reference, all, P));
   EXPECT_LE(ratio, 1.0);
@@ -119,9 +132,7 @@ TEST(SparseVerifier, ReportsWrongSumsMissingAndForeignIndices)
 {
   const int P = 4;
   const std::uint64_t n = 500;
-  const auto selections = random_selections(P, n, 40, 6);
-  const Reference reference = brute_force(selections);
-  const SparseVector all = result_from(reference, 1);
+  const auto [selections, reference, all] = sample(P, n, 40, 6);
 
   SparseVector wrong = all;
   wrong.values[wrong.size() / 2] += 1e-3f;
@@ -158,8 +169,7 @@ TEST(SparseVerifier, RanksWithDifferentResultsFailAndReselectedResultsAreNotSumm
 {
   const int P = 3;
   const std::uint64_t n = 300;
-  const auto selections = random_selections(P, n, 20, 7);
-  const SparseVector all = result_from(brute_force(selections), 1);
+  const auto [selections, reference, all] = sample(P, n, 20, 7);
   SparseVector other = all;
   other.values[0] += 1.0f;
   SparseVerifier verifier(P, n, Semantics::union_sum);

@@ -88,13 +88,8 @@ LinkLevelTransport::LinkMessage& LinkLevelTransport::spare_message()
 
 void LinkLevelTransport::wait(Message& message, bool is_receive)
 {
-  auto& m = static_cast<LinkMessage&>(message);
-  if (m.arrived)
-    return;
-  const RankId rank = is_receive ? m.dest : m.source;
-  (is_receive ? m.receive_waiter : m.send_waiter) = rank;
-  pending_[rank] = 1;
-  block(rank);
+  const Half half{.message = &message, .is_receive = is_receive};
+  wait_all(is_receive ? message.dest : message.source, std::span(&half, 1));
 }
 
 void LinkLevelTransport::wait_all(RankId rank, std::span<const Half> halves)
