@@ -86,9 +86,11 @@ public:
     reselected,     // values may drop out at intermediate merges (gTopk); checked by its own tests
   };
   virtual ResultSemantics result_semantics() const = 0;
-  // Whether the rank loop should reuse thresholds between exact re-evaluations (Ok-Topk) or select the
-  // exact top-k every iteration (the default for the baselines).
-  virtual bool reuses_local_threshold() const { return false; }
+  // How ranks select their contributions unless the config's selection.policy says otherwise: the exact top-k
+  // every iteration (the default for the baselines), thresholds reused between exact re-evaluations (Ok-Topk),
+  // or a threshold fitted to a normal distribution (Gaussiank). sim/run/selection.hpp implements them.
+  enum class LocalSelection { exact_top_k, threshold_reuse, gaussian_fit };
+  virtual LocalSelection default_local_selection() const { return LocalSelection::exact_top_k; }
   virtual std::unique_ptr<SparseRankState> make_rank_state(RankId /*rank*/, int /*ranks*/, std::uint64_t /*n*/) const
   {
     return nullptr;

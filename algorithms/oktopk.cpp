@@ -138,7 +138,7 @@ public:
   }
   ResidualRule residual_rule() const override { return ResidualRule::selected_in_result; }
   ResultSemantics result_semantics() const override { return ResultSemantics::restricted_sum; }
-  bool reuses_local_threshold() const override { return true; }
+  LocalSelection default_local_selection() const override { return LocalSelection::threshold_reuse; }
 
   ClosedForm closed_form(const CostInputs& in) const override
   {

@@ -26,7 +26,8 @@ namespace sparsim {
   FILE(oktopk)                                                                                                         \
   FILE(gtopk)                                                                                                          \
   FILE(sparcml_recursive_double)                                                                                       \
-  FILE(sparcml_split_allgather)
+  FILE(sparcml_split_allgather)                                                                                        \
+  FILE(gaussiank)
 
 #define SPARSIM_DECLARE_ALGORITHM_FILE(file) SPARSIM_ALGORITHM_FILE(file);
 SPARSIM_ALGORITHM_FILES(SPARSIM_DECLARE_ALGORITHM_FILE)

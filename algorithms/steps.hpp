@@ -74,6 +74,24 @@ inline SparseVector sum_received_in_order(Communicator& comm, const Gathered<Spa
   });
 }
 
+// Sparse: the union sum, in rank order, of the selections every rank has gathered alike (an allgather's result):
+// computed once for all ranks (Communicator::computed_once) and charged to each as every pair read and the sum
+// written.
+inline std::shared_ptr<const SparseVector> union_sum_of_gathered(Communicator& comm,
+                                                                 const Gathered<SparseVector>& gathered)
+{
+  return reduce_charged(comm, [&] {
+    auto sum = comm.computed_once(gathered, [&] {
+      std::vector<const SparseVector*> parts;
+      for (const auto& part : gathered)
+        parts.push_back(part.get());
+      return std::make_shared<const SparseVector>(sum_in_order(parts));
+    });
+    const Bytes traffic = pair_traffic(total_pairs(gathered), sum->size());
+    return Reduced{std::move(sum), traffic};
+  });
+}
+
 // ---- The rotated exchange in waves ------------------------------------------------------------------------
 
 // One step of an exchange among all ranks: this rank sends to `dest` and receives from `source`.

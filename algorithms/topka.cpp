@@ -54,18 +54,8 @@ public:
       auto scope = comm.phase("allgather");
       gathered = allgather_ == "ring" ? ring_allgather(comm, mine, 0) : bruck_allgather(comm, mine, 0);
     }
-    // Union sum in rank order: every rank holds the same parts, so it is computed once for all (and charged
-    // to every rank).
-    return reduce_charged(comm, [&] {
-      auto sum = comm.computed_once(gathered, [&] {
-        std::vector<const SparseVector*> parts;
-        for (const auto& part : gathered)
-          parts.push_back(part.get());
-        return std::make_shared<const SparseVector>(sum_in_order(parts));
-      });
-      const Bytes traffic = pair_traffic(total_pairs(gathered), sum->size());
-      return Reduced{std::move(sum), traffic};
-    });
+    // Union sum in rank order: every rank holds the same parts, so it is computed once for all.
+    return union_sum_of_gathered(comm, gathered);
   }
 
 private:

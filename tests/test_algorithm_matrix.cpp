@@ -64,6 +64,7 @@ const std::map<std::string, Claim> kClaims = {
     {"sparcml_ssar_split_allgather", Claim::exact},  // disjoint, spread evenly over equal regions
     {"sparcml_dsar_split_allgather", Claim::exact},  // the same (per region: a tie stays sparse)
     {"oktopk", Claim::bound},                        // "upper bound, non-re-evaluation iteration"
+    {"gaussiank", Claim::exact},                     // balanced input: every rank sends k pairs
 };
 
 // Besides its defaults, an algorithm runs with these parameters too, with the closed form's claim for them
@@ -75,6 +76,7 @@ struct Variant {
 };
 const std::multimap<std::string, Variant> kVariants = {
     {"topka", {"bruck", {{"allgather", "recursive_doubling"}}, {}}},
+    {"gaussiank", {"bruck", {{"allgather", "recursive_doubling"}}, {}}},
     {"sparcml_dsar_split_allgather", {"global", {{"switch", "global"}}, {}}},
     // The reference code's options. Ok-Topk's closed form is the paper's bound, which assumes data balancing
     // and leaves out the count exchanges (8(P-1) bytes): with these options the busiest rank sends more.

@@ -297,6 +297,14 @@ TEST(CalibratedCandidates, ConfigRules)
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("selection.residual"), std::string::npos) << e.what();
   }
+  // Nor a normal fit of the whole accumulated gradient (Gaussiank's selection), which the candidates do not give.
+  config["selection"] = {{"policy", "gaussian"}};
+  try {
+    parse_config(config, SPARSIM_SOURCE_DIR);
+    FAIL() << "a Gaussian fit was accepted with candidates";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("selection.policy"), std::string::npos) << e.what();
+  }
   config.erase("selection");
   // Only the calibrated source has the candidates generation.
   config["gradients"] = {{"source", "uniform"}, {"generation", "candidates"}};

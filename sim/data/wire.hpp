@@ -44,6 +44,22 @@ inline Bytes wire_bytes(const SparseVector& v, const WireFormat& wire)
 {
   return v.size() * static_cast<Bytes>(wire.index_bytes + wire.value_bytes);
 }
+// One array of a sparse vector, sent on its own: codes that allgather a selection's indices and its values in
+// two calls (the reference implementation's Gaussiank) send these. Each costs its own array's bytes.
+struct SparseIndices {
+  std::shared_ptr<const SparseVector> of;
+};
+struct SparseValues {
+  std::shared_ptr<const SparseVector> of;
+};
+inline Bytes wire_bytes(const SparseIndices& part, const WireFormat& wire)
+{
+  return part.of->size() * static_cast<Bytes>(wire.index_bytes);
+}
+inline Bytes wire_bytes(const SparseValues& part, const WireFormat& wire)
+{
+  return part.of->size() * static_cast<Bytes>(wire.value_bytes);
+}
 // Several ranks' payloads in one message (allgather steps forward what they have collected). Only the
 // parts are charged on the wire: which rank owns which part is known to both sides in advance.
 template <class T> struct Bundle {

@@ -69,10 +69,13 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
   // Selection settings are read (and checked) for every algorithm, so that one sweep can mix dense and sparse
   // algorithms; dense algorithms select nothing and ignore them.
   const SparseAllreduce* sparse = config.sparse_algorithm();
-  config.selection = parse_selection(root.optional_object("selection"),
-                                     sparse && sparse->reuses_local_threshold() ? SelectionPolicy::threshold_reuse
-                                                                                : SelectionPolicy::exact,
-                                     config.gradients->generates_candidates());
+  SelectionPolicy default_policy = SelectionPolicy::exact;
+  if (sparse && sparse->default_local_selection() == SparseAllreduce::LocalSelection::threshold_reuse)
+    default_policy = SelectionPolicy::threshold_reuse;
+  if (sparse && sparse->default_local_selection() == SparseAllreduce::LocalSelection::gaussian_fit)
+    default_policy = SelectionPolicy::gaussian;
+  config.selection =
+      parse_selection(root.optional_object("selection"), default_policy, config.gradients->generates_candidates());
   config.compute = parse_compute(root.optional_object("compute"));
   if (config.compute.training == TrainingCharge::model) {
     const auto step = config.gradients->forward_backward_time();

@@ -5,23 +5,81 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 namespace sparsim {
 
 ThresholdRules threshold_rules(const std::string& preset)
 {
-  // Windows and factors of the reference implementation (algorithms.md, step 2).
+  // Windows and factors of the reference implementation (algorithms.md, step 2); Gaussiank's correction from the
+  // same model's GaussianCompressor.compress (the loops that run; VGG's file keeps an older one commented out).
   if (preset == "lstm")
-    return {.preset = "lstm", .low = 3.0 / 4, .high = 5.0 / 4, .factor = 1.012};
+    return {.preset = "lstm",
+            .low = 3.0 / 4,
+            .high = 5.0 / 4,
+            .factor = 1.012,
+            .gaussian = {.lower_trigger = {3, 4},
+                         .lower_target = {3, 4},
+                         .lower_divisor = 1.012,
+                         .lower_rounds = 50,
+                         .upper_limit = {}}};
   if (preset == "bert")
-    return {.preset = "bert", .low = 4.0 / 5, .high = 5.0 / 4, .factor = 1.025};
+    return {.preset = "bert",
+            .low = 4.0 / 5,
+            .high = 5.0 / 4,
+            .factor = 1.025,
+            .gaussian = {.lower_trigger = {3, 4},
+                         .lower_target = {5, 6},
+                         .lower_divisor = 1.012,
+                         .lower_rounds = 20,
+                         .upper_limit = {}}};
   return {.preset = "vgg",
           .low = 2.0 / 3,
           .high = 5.0 / 4,
           .factor = 1.012,
           .raise_above = 4.0 / 3,
           .raise_factor = 1.03,
-          .raise_max = 5};
+          .raise_max = 5,
+          .gaussian = {.lower_trigger = {3, 4},
+                       .lower_target = {3, 4},
+                       .lower_divisor = 1.02,
+                       .lower_rounds = 20,
+                       .upper_limit = {5, 4},
+                       .upper_factor = 1.02,
+                       .upper_rounds = 20}};
+}
+
+double two_sided_normal_quantile(double tail)
+{
+  if (tail >= 1)
+    return 0;
+  if (tail <= 0)
+    return std::numeric_limits<double>::infinity();
+  // P(|Z| > z) = erfc(z / sqrt 2) falls from 1 at z = 0 to below 1e-300 at z = 38: bisect until the interval
+  // is one ulp wide.
+  double low = 0, high = 38;
+  while (true) {
+    const double middle = 0.5 * (low + high);
+    if (middle <= low || middle >= high)
+      return middle;
+    (std::erfc(middle / std::sqrt(2.0)) > tail ? low : high) = middle;
+  }
+}
+
+double gaussian_fit_threshold(std::span<const float> acc, std::uint64_t k)
+{
+  const std::size_t n = acc.size();
+  if (k == 0 || n == 0)
+    return std::numeric_limits<double>::infinity(); // selects nothing
+  double sum = 0;
+  for (float v : acc)
+    sum += v;
+  const double mean = sum / static_cast<double>(n);
+  double squares = 0;
+  for (float v : acc)
+    squares += (v - mean) * (v - mean);
+  const double sigma = n > 1 ? std::sqrt(squares / static_cast<double>(n - 1)) : 0.0;
+  return mean + two_sided_normal_quantile(static_cast<double>(k) / static_cast<double>(n)) * sigma;
 }
 
 nlohmann::json SelectionConfig::to_json() const
@@ -37,6 +95,10 @@ SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_po
 {
   SelectionConfig config;
   config.policy = selection.get_enum("policy", kSelectionPolicyNames, default_policy);
+  if (candidates && config.policy == SelectionPolicy::gaussian)
+    selection.fail("policy", "gaussian",
+                   "\"exact\" or \"threshold_reuse\" with gradients.generation \"candidates\" (a normal fit needs the "
+                   "whole accumulated gradient, which the scale mode does not produce; docs/gradients.md)");
   config.reevaluate_every = static_cast<int>(selection.get_int("reevaluate_every", 32, 1, 1'000'000));
   config.warmup_iterations = static_cast<int>(selection.get_int("warmup_iterations", 0, 0, 1'000'000));
   config.rules = threshold_rules(selection.get_enum("rules", {"vgg", "lstm", "bert"}, "vgg"));
@@ -98,7 +160,8 @@ ComputeModel parse_compute(JsonReader compute)
 
 std::optional<double> LocalSelector::reuse_threshold(int iteration) const
 {
-  if (config_.policy == SelectionPolicy::exact || !have_threshold_ || iteration % config_.reevaluate_every == 0)
+  if (config_.policy != SelectionPolicy::threshold_reuse || !have_threshold_ ||
+      iteration % config_.reevaluate_every == 0)
     return std::nullopt;
   return threshold_;
 }
@@ -136,6 +199,16 @@ SparseVector LocalSelector::select_from(std::span<const float> acc, const std::v
     return selection;
   };
   const std::uint64_t pass = 4 * n;
+  if (config_.policy == SelectionPolicy::gaussian) {
+    if (indices)
+      throw std::logic_error("selection policy \"gaussian\" fits the whole acc, not candidates");
+    // The fitted and corrected threshold; the selection is the last count's pass, writing its pairs.
+    used_threshold_ = corrected_gaussian_threshold(acc, k, traffic);
+    select_above(acc, static_cast<float>(used_threshold_), out);
+    SparseVector selection = finish();
+    traffic.bytes_written += 8 * selection.size();
+    return selection;
+  }
   const bool exact = !reuse_threshold(iteration).has_value();
   if (exact) {
     // The exact top-k; its smallest magnitude is the k-th largest, the threshold reused afterwards.
@@ -174,6 +247,32 @@ SparseVector LocalSelector::select_from(std::span<const float> acc, const std::v
   else if (m > rules.high * k)
     threshold_ *= rules.factor;
   return selection;
+}
+
+double LocalSelector::corrected_gaussian_threshold(std::span<const float> acc, std::uint64_t k,
+                                                   SelectionTraffic& traffic) const
+{
+  const std::uint64_t pass = 4 * acc.size();
+  const GaussianCorrection& correction = config_.rules.gaussian;
+  double threshold = gaussian_fit_threshold(acc, k);
+  traffic.bytes_read += 2 * pass; // the mean, then the standard deviation
+  auto count = [&] {
+    traffic.bytes_read += pass;
+    return count_above(acc, static_cast<float>(threshold));
+  };
+  std::uint64_t m = count();
+  if (m < correction.lower_trigger.of(k)) {
+    for (int round = 0; round < correction.lower_rounds && m < correction.lower_target.of(k); ++round) {
+      threshold /= correction.lower_divisor;
+      m = count();
+    }
+  } else if (correction.upper_limit.numerator > 0 && m > correction.upper_limit.of(k)) {
+    for (int round = 0; round < correction.upper_rounds && m > correction.upper_limit.of(k); ++round) {
+      threshold *= correction.upper_factor;
+      m = count();
+    }
+  }
+  return threshold;
 }
 
 double candidate_floor(const GradientSource& source, std::span<const LocalSelector> selectors, int iteration,

@@ -1,6 +1,6 @@
 // Local selection in the rank loop: which entries of its accumulated gradient a rank contributes.
 //
-// Two policies (algorithms.md, "Ok-Topk, one iteration", step 2):
+// Three policies (algorithms.md, "Ok-Topk, one iteration", step 2, and "Further baselines"):
 // - "exact": the exact top-k by magnitude every iteration (TopkA, gTopk, SparCML).
 // - "threshold_reuse": Ok-Topk's. Every `reevaluate_every` iterations (tau') the threshold is the exact k-th
 //   largest |acc| and the selection is the exact top-k; in between the last threshold is reused, selecting
@@ -8,6 +8,11 @@
 //   threshold multiplicatively: before selecting, VGG raises it by `raise_factor` (at most `raise_max` times)
 //   while m > raise_above * k; after selecting, if m left the window (low*k, high*k) the threshold is scaled
 //   by `factor` for the next iteration (down when m was too small, up when too large).
+// - "gaussian": Gaussiank's. The threshold comes from a normal fit of acc: mean + z * sigma, z the two-sided
+//   standard normal quantile at the density (P(|Z| > z) = k / n), sigma the unbiased standard deviation; it
+//   selects |acc| > threshold (strict), after the reference's correction of the fitted threshold, which differs
+//   per model (GaussianCorrection). On real gradients the fit under-selects (acc has a truncated tail), so m
+//   varies around k and the correction decides most of it.
 #pragma once
 
 #include "sim/base/json_reader.hpp"
@@ -23,21 +28,43 @@
 
 namespace sparsim {
 
+// Gaussiank's correction of its fitted threshold, as the reference implementation's GaussianCompressor does it
+// (Shigangli/Ok-Topk, {VGG,LSTM,BERT}/compression.py; the three models' code differs): when the first count m
+// is below floor(k * lower_trigger), the threshold is divided by `lower_divisor` and m counted again while
+// m < floor(k * lower_target), at most `lower_rounds` times; else when m > floor(k * upper_limit) (0: never), it
+// is multiplied by `upper_factor` while m > floor(k * upper_limit), at most `upper_rounds` times. The fractions
+// are kept as numerator and denominator so that floor(k * 3 / 4) is the reference's integer 3*k//4.
+struct GaussianCorrection {
+  struct Fraction {
+    std::uint64_t numerator = 0, denominator = 1;
+    std::uint64_t of(std::uint64_t k) const { return k * numerator / denominator; }
+  };
+  Fraction lower_trigger, lower_target;
+  double lower_divisor = 1;
+  int lower_rounds = 0;
+  Fraction upper_limit; // 0: no upward correction
+  double upper_factor = 1;
+  int upper_rounds = 0;
+};
+
 // Threshold correction rules of the reference implementation, per model (algorithms.md).
 struct ThresholdRules {
   std::string preset; // "vgg", "lstm", "bert"
   double low = 0;     // window (low*k, high*k) for the selected count m
   double high = 0;
-  double factor = 1;       // scale applied for the next iteration when m leaves the window
-  double raise_above = 0;  // before selecting: raise while m > raise_above * k ...
-  double raise_factor = 1; // ... by this factor ...
-  int raise_max = 0;       // ... at most this many times (0: never)
+  double factor = 1;           // scale applied for the next iteration when m leaves the window
+  double raise_above = 0;      // before selecting: raise while m > raise_above * k ...
+  double raise_factor = 1;     // ... by this factor ...
+  int raise_max = 0;           // ... at most this many times (0: never)
+  GaussianCorrection gaussian; // the same model's Gaussiank correction (policy "gaussian")
 };
 ThresholdRules threshold_rules(const std::string& preset);
 
-enum class SelectionPolicy { exact, threshold_reuse };
-inline constexpr EnumNames<SelectionPolicy, 2> kSelectionPolicyNames{
-    {{SelectionPolicy::exact, "exact"}, {SelectionPolicy::threshold_reuse, "threshold_reuse"}}};
+enum class SelectionPolicy { exact, threshold_reuse, gaussian };
+inline constexpr EnumNames<SelectionPolicy, 3> kSelectionPolicyNames{
+    {{SelectionPolicy::exact, "exact"},
+     {SelectionPolicy::threshold_reuse, "threshold_reuse"},
+     {SelectionPolicy::gaussian, "gaussian"}}};
 // What a rank keeps between iterations for error feedback (SelectionConfig::residual).
 enum class ResidualKind { dense, none };
 inline constexpr EnumNames<ResidualKind, 2> kResidualKindNames{
@@ -58,8 +85,15 @@ struct SelectionConfig {
 };
 // Reads the config's "selection" object; `default_policy` comes from the algorithm. `candidates`: the gradients
 // come as candidates (gradients.generation "candidates"), which keep no dense residual: "none" is the default and
-// "dense" an error.
+// "dense" an error; nor do they allow a normal fit of the whole acc: policy "gaussian" is an error.
 SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_policy, bool candidates = false);
+
+// z with P(|Z| > z) = tail for a standard normal Z (0 for tail >= 1): the inverse of erfc(z / sqrt 2), to double
+// precision.
+double two_sided_normal_quantile(double tail);
+// Gaussiank's threshold before its correction: mean + z sigma over the entries of acc (sums in double; sigma
+// with the n - 1 divisor, as torch.std), z = two_sided_normal_quantile(k / n).
+double gaussian_fit_threshold(std::span<const float> acc, std::uint64_t k);
 
 // What a selection cost in memory traffic, for the compute model: the streaming passes over acc (4 bytes per
 // entry each) and the (index, value) pairs written (8 bytes each).
@@ -147,6 +181,8 @@ private:
   // select() over the values of acc; `indices` maps their positions to indices (nullptr: the identity).
   SparseVector select_from(std::span<const float> values, const std::vector<Index>* indices, std::uint64_t n,
                            std::uint64_t k, int iteration, SelectionTraffic& traffic, SparseVector* buffer);
+  // The threshold of policy "gaussian": the fit, then the correction; counts a pass per count it makes.
+  double corrected_gaussian_threshold(std::span<const float> acc, std::uint64_t k, SelectionTraffic& traffic) const;
 
   SelectionConfig config_;
   double threshold_ = 0; // the threshold the next reuse starts from
