@@ -178,12 +178,16 @@ TEST(GradientStats, MatchesBruteForceErrorFeedbackLoop)
       for (std::size_t i = 0; i < n; ++i)
         residual[r][i] += g[i];
       selected[r] = brute_topk(residual[r], k);
-      double threshold = INFINITY, squares = 0;
+      double threshold = INFINITY, sum = 0, squares = 0;
       for (Index i : selected[r])
         threshold = std::min(threshold, static_cast<double>(std::fabs(residual[r][i])));
+      // Gaussiank's fit: mean + z sigma, sigma with the n - 1 divisor.
       for (float v : residual[r])
-        squares += static_cast<double>(v) * v;
-      const auto cut = static_cast<float>(std::sqrt(squares / n) * normal_two_sided_quantile(double(k) / n));
+        sum += v;
+      for (float v : residual[r])
+        squares += (v - sum / n) * (v - sum / n);
+      const auto cut =
+          static_cast<float>(sum / n + std::sqrt(squares / (n - 1)) * normal_two_sided_quantile(double(k) / n));
       fit += static_cast<double>(
                  std::count_if(residual[r].begin(), residual[r].end(), [&](float v) { return std::fabs(v) > cut; })) /
              k / P;

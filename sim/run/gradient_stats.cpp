@@ -53,16 +53,11 @@ double smallest_magnitude(const SparseVector& selection)
   return smallest;
 }
 
-// Gaussiank's estimate: fit a zero-mean normal to acc (its root mean square) and count the entries above the
-// quantile that a normal would exceed k times out of n.
+// Gaussiank's first estimate, before its correction (gaussian_fit_threshold): the entries it selects over k.
 double gaussian_fit_ratio(std::span<const float> acc, std::uint64_t k)
 {
-  double square_sum = 0;
-  for (float v : acc)
-    square_sum += static_cast<double>(v) * v;
-  const double sigma = std::sqrt(square_sum / static_cast<double>(acc.size()));
-  const double threshold = sigma * normal_two_sided_quantile(static_cast<double>(k) / static_cast<double>(acc.size()));
-  return static_cast<double>(count_above(acc, static_cast<float>(threshold))) / static_cast<double>(k);
+  const auto threshold = static_cast<float>(gaussian_fit_threshold(acc, k));
+  return static_cast<double>(count_above(acc, threshold)) / static_cast<double>(k);
 }
 
 // A selection from candidates: positions in the candidates become the candidates' indices.
@@ -158,19 +153,6 @@ double median(std::vector<double> values)
   std::sort(values.begin(), values.end());
   const std::size_t half = values.size() / 2;
   return values.size() % 2 ? values[half] : (values[half - 1] + values[half]) / 2;
-}
-
-double normal_two_sided_quantile(double p)
-{
-  if (!(p > 0 && p <= 1))
-    throw std::invalid_argument("normal_two_sided_quantile: p must be in (0, 1]");
-  // P(|Z| > z) = erfc(z / sqrt 2) decreases in z; bisect on [0, 40] to double precision.
-  double low = 0, high = 40;
-  for (int step = 0; step < 200 && high - low > 1e-15 * high; ++step) {
-    const double mid = (low + high) / 2;
-    (std::erfc(mid / std::sqrt(2.0)) > p ? low : high) = mid;
-  }
-  return (low + high) / 2;
 }
 
 GradientStats measure_gradient_stats(const GradientSource& source, const GradientStatsOptions& options)

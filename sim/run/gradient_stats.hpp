@@ -95,7 +95,5 @@ double region_imbalance(const std::vector<SparseVector>& selections, std::uint64
 double kurtosis(std::span<const float> x);
 // Median of the non-NaN values (mean of the two middle ones for an even count); NaN when there are none.
 double median(std::vector<double> values);
-// The z with P(|Z| > z) = p for a standard normal Z (0 < p <= 1).
-double normal_two_sided_quantile(double p);
 
 } // namespace sparsim

@@ -49,27 +49,23 @@ ThresholdRules threshold_rules(const std::string& preset)
                        .upper_rounds = 20}};
 }
 
-double two_sided_normal_quantile(double tail)
+double normal_two_sided_quantile(double p)
 {
-  if (tail >= 1)
-    return 0;
-  if (tail <= 0)
-    return std::numeric_limits<double>::infinity();
-  // P(|Z| > z) = erfc(z / sqrt 2) falls from 1 at z = 0 to below 1e-300 at z = 38: bisect until the interval
-  // is one ulp wide.
-  double low = 0, high = 38;
-  while (true) {
-    const double middle = 0.5 * (low + high);
-    if (middle <= low || middle >= high)
-      return middle;
-    (std::erfc(middle / std::sqrt(2.0)) > tail ? low : high) = middle;
+  if (!(p > 0 && p <= 1))
+    throw std::invalid_argument("normal_two_sided_quantile: p must be in (0, 1]");
+  // P(|Z| > z) = erfc(z / sqrt 2) decreases in z; bisect on [0, 40] to double precision.
+  double low = 0, high = 40;
+  for (int step = 0; step < 200 && high - low > 1e-15 * high; ++step) {
+    const double mid = (low + high) / 2;
+    (std::erfc(mid / std::sqrt(2.0)) > p ? low : high) = mid;
   }
+  return (low + high) / 2;
 }
 
 double gaussian_fit_threshold(std::span<const float> acc, std::uint64_t k)
 {
   const std::size_t n = acc.size();
-  if (k == 0 || n == 0)
+  if (k == 0 || n == 0 || k > n)
     return std::numeric_limits<double>::infinity(); // selects nothing
   double sum = 0;
   for (float v : acc)
@@ -79,7 +75,7 @@ double gaussian_fit_threshold(std::span<const float> acc, std::uint64_t k)
   for (float v : acc)
     squares += (v - mean) * (v - mean);
   const double sigma = n > 1 ? std::sqrt(squares / static_cast<double>(n - 1)) : 0.0;
-  return mean + two_sided_normal_quantile(static_cast<double>(k) / static_cast<double>(n)) * sigma;
+  return mean + normal_two_sided_quantile(static_cast<double>(k) / static_cast<double>(n)) * sigma;
 }
 
 nlohmann::json SelectionConfig::to_json() const

@@ -88,11 +88,11 @@ struct SelectionConfig {
 // "dense" an error; nor do they allow a normal fit of the whole acc: policy "gaussian" is an error.
 SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_policy, bool candidates = false);
 
-// z with P(|Z| > z) = tail for a standard normal Z (0 for tail >= 1): the inverse of erfc(z / sqrt 2), to double
-// precision.
-double two_sided_normal_quantile(double tail);
+// z with P(|Z| > z) = p for a standard normal Z, p in (0, 1] (std::invalid_argument otherwise).
+double normal_two_sided_quantile(double p);
 // Gaussiank's threshold before its correction: mean + z sigma over the entries of acc (sums in double; sigma
-// with the n - 1 divisor, as torch.std), z = two_sided_normal_quantile(k / n).
+// with the n - 1 divisor, as torch.std), z = normal_two_sided_quantile(k / n); infinite (selects nothing) for
+// k = 0.
 double gaussian_fit_threshold(std::span<const float> acc, std::uint64_t k);
 
 // What a selection cost in memory traffic, for the compute model: the streaming passes over acc (4 bytes per
