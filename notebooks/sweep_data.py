@@ -144,8 +144,8 @@ def time_to_target(curves, target):
 # each point's iterations split into compute, sparsification and communication, and Ok-Topk's amortised time.
 
 WORKLOADS = {"vgg16": "VGG-16", "lstm_an4": "LSTM", "bert_base": "BERT-base"}
-STUDY_VARIANTS = ["dense_ring", "dense_rabenseifner", "topka", "gtopk", "sparcml_dsar_split_allgather", "oktopk",
-                  "oktopk (no data balancing)"]
+STUDY_VARIANTS = ["dense_ring", "dense_rabenseifner", "topka", "gtopk", "sparcml_dsar_split_allgather", "gaussiank",
+                  "oktopk", "oktopk (no data balancing)"]
 
 
 def study_dir(variable="SPARSIM_OKTOPK_DIR", default="../results/oktopk"):
