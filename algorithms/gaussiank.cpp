@@ -70,14 +70,15 @@ public:
     // Phase 2: the indices of every selection.
     {
       auto scope = comm.phase("allgather_indices");
-      allgather(comm, std::make_shared<const SparseIndices>(SparseIndices{mine}), kIndicesTag);
+      allgather(comm, std::make_shared<const IndicesOf<SparseVector>>(IndicesOf<SparseVector>{mine}), kIndicesTag);
     }
     // Phase 3: their values. Both arrays of a rank's selection are the one shared vector: after the values'
     // allgather every rank holds every selection.
     Gathered<SparseVector> gathered(comm.size());
     {
       auto scope = comm.phase("allgather_values");
-      const auto values = allgather(comm, std::make_shared<const SparseValues>(SparseValues{mine}), kValuesTag);
+      const auto values =
+          allgather(comm, std::make_shared<const ValuesOf<SparseVector>>(ValuesOf<SparseVector>{mine}), kValuesTag);
       for (std::size_t owner = 0; owner < values.size(); ++owner)
         gathered[owner] = values[owner]->of;
     }

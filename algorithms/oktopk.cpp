@@ -76,16 +76,6 @@ struct State final : SparseRankState {
   bool have_global_threshold = false;
 };
 
-// The two halves of a region slice in two-message mode.
-struct SliceIndices {
-  std::shared_ptr<const SparseSlice> slice;
-};
-struct SliceValues {
-  std::shared_ptr<const SparseSlice> slice;
-};
-Bytes wire_bytes(const SliceIndices& p, const WireFormat& wire) { return p.slice->size() * wire.index_bytes; }
-Bytes wire_bytes(const SliceValues& p, const WireFormat& wire) { return p.slice->size() * wire.value_bytes; }
-
 // Elements [from, to) of v by position.
 SparseVector positions(const SparseVector& v, std::size_t from, std::size_t to)
 {
@@ -262,15 +252,18 @@ private:
               sends.push_back(comm.isend(step.dest, tag, slice));
               receives.push_back(comm.irecv(step.source, tag));
             } else {
-              sends.push_back(comm.isend(step.dest, tag, std::make_shared<const SliceIndices>(SliceIndices{slice})));
-              sends.push_back(comm.isend(step.dest, tag + 1, std::make_shared<const SliceValues>(SliceValues{slice})));
+              // The two halves of the slice in two-message mode.
+              sends.push_back(comm.isend(
+                  step.dest, tag, std::make_shared<const IndicesOf<SparseSlice>>(IndicesOf<SparseSlice>{slice})));
+              sends.push_back(comm.isend(step.dest, tag + 1,
+                                         std::make_shared<const ValuesOf<SparseSlice>>(ValuesOf<SparseSlice>{slice})));
               receives.push_back(comm.irecv(step.source, tag));
               receives.push_back(comm.irecv(step.source, tag + 1));
             }
           },
           [&](const ExchangeStep& step, std::vector<Request>& receives) {
             parts[step.source] = params_.messages_per_step == 1 ? comm.take<SparseSlice>(receives[0])
-                                                                : comm.take<SliceIndices>(receives[0])->slice;
+                                                                : comm.take<IndicesOf<SparseSlice>>(receives[0])->of;
             if (static_cast<std::int64_t>(parts[step.source]->size()) != announced[step.source])
               throw std::logic_error("oktopk: a region slice differs from its announced count");
           });

@@ -34,6 +34,10 @@ struct Counts {
 struct Count {
   std::int64_t value = 0;
 };
+// Sums of integers that may pass 2^31 (Ok-Topk's sums of P region boundaries of up to n each): 64-bit on the wire.
+struct Sums64 {
+  std::vector<std::int64_t> values;
+};
 
 inline Bytes wire_bytes(const DenseBlock& block, const WireFormat& wire)
 {
@@ -44,19 +48,20 @@ inline Bytes wire_bytes(const SparseVector& v, const WireFormat& wire)
 {
   return v.size() * static_cast<Bytes>(wire.index_bytes + wire.value_bytes);
 }
-// One array of a sparse vector, sent on its own: codes that allgather a selection's indices and its values in
-// two calls (the reference implementation's Gaussiank) send these. Each costs its own array's bytes.
-struct SparseIndices {
-  std::shared_ptr<const SparseVector> of;
+// One array of a sparse payload V (a SparseVector, a SparseSlice), sent on its own: codes that send a selection's
+// indices and its values as two messages (the reference implementation's Gaussiank allgathers, Ok-Topk's
+// two-message split) send these. Each costs its own array's bytes.
+template <class V> struct IndicesOf {
+  std::shared_ptr<const V> of;
 };
-struct SparseValues {
-  std::shared_ptr<const SparseVector> of;
+template <class V> struct ValuesOf {
+  std::shared_ptr<const V> of;
 };
-inline Bytes wire_bytes(const SparseIndices& part, const WireFormat& wire)
+template <class V> Bytes wire_bytes(const IndicesOf<V>& part, const WireFormat& wire)
 {
   return part.of->size() * static_cast<Bytes>(wire.index_bytes);
 }
-inline Bytes wire_bytes(const SparseValues& part, const WireFormat& wire)
+template <class V> Bytes wire_bytes(const ValuesOf<V>& part, const WireFormat& wire)
 {
   return part.of->size() * static_cast<Bytes>(wire.value_bytes);
 }
@@ -77,5 +82,6 @@ template <class T> Bytes wire_bytes(const Bundle<T>& bundle, const WireFormat& w
 // Metadata travels as 4-byte integers, as MPI_INT counts do.
 inline Bytes wire_bytes(const Counts& counts, const WireFormat&) { return counts.values.size() * 4; }
 inline Bytes wire_bytes(const Count&, const WireFormat&) { return 4; }
+inline Bytes wire_bytes(const Sums64& sums, const WireFormat&) { return sums.values.size() * 8; }
 
 } // namespace sparsim
