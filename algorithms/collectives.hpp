@@ -55,18 +55,19 @@ template <class T> Gathered<T> bruck_allgather(Communicator& comm, std::shared_p
 }
 
 // Elementwise sum over ranks of a few integers by recursive doubling (log2 P rounds exchanging the whole
-// vector; other P fold their extra ranks first, algorithms/power_of_two.hpp). Tags: tag_base to fold,
-// tag_base + 1 to unfold, tag_base + 2 + i in round i. These integer additions are not charged under
-// compute.reduction, which charges the collectives' vector work (sums, merges, re-selections).
+// vector; other P fold their extra ranks first, algorithms/power_of_two.hpp). The sums are 64-bit, and so are
+// the integers on the wire (8 bytes each: Sums64). Tags: tag_base to fold, tag_base + 1 to unfold,
+// tag_base + 2 + i in round i. These integer additions are not charged under compute.reduction, which charges
+// the collectives' vector work (sums, merges, re-selections).
 inline std::vector<std::int64_t> allreduce_sum(Communicator& comm, std::vector<std::int64_t> mine, Tag tag_base)
 {
   const PowerOfTwoFold fold(comm.size());
-  auto add = [&](const Counts& other) {
+  auto add = [&](const Sums64& other) {
     for (std::size_t i = 0; i < mine.size(); ++i)
       mine[i] += other.values.at(i);
     return Bytes{0}; // not charged (above)
   };
-  auto share = [&] { return std::make_shared<const Counts>(Counts{mine}); };
+  auto share = [&] { return std::make_shared<const Sums64>(Sums64{mine}); };
   // The even rank of each of the first rem pairs hands its vector to the odd one and waits for the result.
   fold.fold(comm, tag_base, share, add);
   const int vr = fold.virtual_rank(comm.rank());
@@ -74,7 +75,7 @@ inline std::vector<std::int64_t> allreduce_sum(Communicator& comm, std::vector<s
     fold.rounds(vr, [&](RankId partner, int round, int) {
       add(*comm.sendrecv(partner, share(), partner, tag_base + 2 + round));
     });
-  fold.unfold(comm, tag_base + 1, share, [&](const std::shared_ptr<const Counts>& sum) { mine = sum->values; });
+  fold.unfold(comm, tag_base + 1, share, [&](const std::shared_ptr<const Sums64>& sum) { mine = sum->values; });
   return mine;
 }
 

@@ -6,8 +6,9 @@
 //   2. split and reduce: a count exchange, then P-1 steps in which rank r sends its part of region (r+s) mod P
 //      to that region's owner and receives from (r-s) mod P (each step a permutation: no incast), grouped in
 //      waves of B steps; the owner sums its region R_r;
-//   3. global selection: on re-evaluation iterations every rank gathers all reduced regions and takes the
-//      exact top-k (its k-th magnitude becomes the global threshold gth); otherwise G_r = entries of R_r with
+//   3. global selection: on re-evaluation iterations every rank learns the reduced regions' sizes (an
+//      allgather of one integer each, as the reference before its allgatherv), gathers all reduced regions and
+//      takes the exact top-k (its k-th magnitude becomes the global threshold gth); otherwise G_r = entries of R_r with
 //      |v| > gth, counts are allgathered, gth is corrected when the total leaves a window around k, the
 //      concatenated G's are rebalanced into P equal blocks (data balancing) and allgathered by recursive
 //      doubling (Bruck's algorithm, any P). Every rank ends with the same U.
@@ -39,6 +40,7 @@ namespace {
 constexpr Tag kRepartitionTag = 100;
 constexpr Tag kCountsTag = 1000;
 constexpr Tag kSplitTag = 1'000'000; // + 1 for the values message in two-message mode
+constexpr Tag kReevaluationCountsTag = 2'900'000;
 constexpr Tag kGatherTag = 3'000'000;
 constexpr Tag kGlobalCountsTag = 3'100'000;
 constexpr Tag kBalanceTag = 3'200'000;
@@ -187,8 +189,9 @@ private:
   // Average over ranks of each rank's P-1 local quantiles of its selected indices. Quantile j is the
   // selected index at position floor(j*m/P) (the paper), or at j*floor(m/P) (the reference code: when m/P is
   // small the last region keeps up to m - (P-1)floor(m/P) of every rank's entries, a hot spot). A rank with
-  // fewer than P selected entries contributes the static boundaries. Sums are 64-bit (the reference's int32
-  // sum overflows once P*n > 2^31).
+  // fewer than P selected entries contributes the static boundaries. Sums are 64-bit and travel as such, 8 bytes
+  // a value (the reference's BERT code sums int64 indices; its VGG and LSTM code converts them to int32 first,
+  // whose sum of the last boundaries overflows once P*n > 2^31: VGG-16 at P = 256).
   static std::vector<std::uint64_t> balanced_boundaries(Communicator& comm, const SparseVector& selection,
                                                         std::uint64_t n, bool reference_quantiles)
   {
@@ -219,22 +222,10 @@ private:
     // Count exchange: an alltoall of one integer, in the same steps and waves as the data (posting all P-1
     // at once would also be slow to simulate: SimGrid's cost per event grows with the flows in flight).
     auto schedule = [&](int step) { return oktopk_split_step(r, P, step, params_.rotation); };
-    std::vector<std::int64_t> announced(P, 0);
+    std::vector<std::int64_t> announced;
     {
       auto scope = comm.phase("split_counts");
-      const auto counts = std::make_shared<std::vector<Count>>(P); // one block; each message points into it
-      for (int j = 0; j < P; ++j)
-        (*counts)[j].value = static_cast<std::int64_t>(slices[j]->size());
-      exchange_in_waves(
-          comm, params_.bucket, schedule,
-          [&](const ExchangeStep& step, std::vector<Request>& sends, std::vector<Request>& receives) {
-            sends.push_back(
-                comm.isend(step.dest, kCountsTag, std::shared_ptr<const Count>(counts, &(*counts)[step.dest])));
-            receives.push_back(comm.irecv(step.source, kCountsTag));
-          },
-          [&](const ExchangeStep& step, std::vector<Request>& receives) {
-            announced[step.source] = comm.take<Count>(receives[0])->value;
-          });
+      announced = exchange_counts(comm, params_.bucket, schedule, slices, kCountsTag);
     }
 
     // Split: P-1 steps in waves of `bucket`; each wave's messages fly together. The owner sums after the
@@ -276,6 +267,12 @@ private:
   static std::shared_ptr<const SparseVector> reevaluate(Communicator& comm, std::shared_ptr<const SparseVector> reduced,
                                                         std::uint64_t k, State& state)
   {
+    {
+      // The regions' sizes first (the allgatherv's receive counts; the simulation needs none).
+      auto scope = comm.phase("reevaluation_counts");
+      bruck_allgather(comm, std::make_shared<const Count>(Count{static_cast<std::int64_t>(reduced->size())}),
+                      kReevaluationCountsTag);
+    }
     Gathered<SparseVector> regions;
     {
       auto scope = comm.phase("reevaluation_allgather");

@@ -9,13 +9,16 @@
 //   length * value_bytes: the paper's break-even density delta = value_bytes / (index_bytes + value_bytes)).
 //   Parameter "switch": "per_region" (default, the paper's per-region decision) or "global": the behaviour of
 //   the Ok-Topk reference code's TopkDSA (Shigangli/Ok-Topk, LSTM/allreducer.py, branch "topkSA"), which
-//   allgathers the reduced regions' counts first and carries every region dense when
+//   exchanges the slices' sizes before the reduce-scatter, allgathers the reduced regions' counts before the
+//   allgather and carries every region dense when
 //   2 * (union nnz) >= floor(2n/3) (the union reaching n/3), every region sparse otherwise. (The reference
 //   counts the nonzero reduced values; here the union's entries are counted, exact zero sums included.)
 // The result U is the union sum of all selections (no re-selection): U holds exactly the indices some rank
 // selected. A dense region's values at indices nobody selected are 0 and are not part of U.
 //
 // Phases, as in the paper:
+// 0. "split_counts" (switch "global" only): the alltoall of the slices' sizes (one 4-byte integer to each
+//    other rank, the reference's Alltoall of int32), in the same steps and waves as the reduce-scatter.
 // 1. "reduce_scatter": at step s = 1..P-1 rank r sends its slice of region (r+s) mod P to that region's owner
 //    and receives from (r-s) mod P (each step is a permutation: no incast); the steps are posted in waves of
 //    `throttle` (default 32, MPICH's alltoall throttle), empty slices included, each wave waited before the
@@ -40,6 +43,7 @@
 namespace sparsim {
 namespace {
 
+constexpr Tag kSplitCountsTag = 50;
 constexpr Tag kReduceScatterTag = 100;
 constexpr Tag kCountTags = 200;     // + Bruck step
 constexpr Tag kAllgatherTags = 300; // + Bruck step
@@ -160,26 +164,29 @@ public:
 
     const double scatter_bytes = static_cast<double>(in.k) * (P - 1) / P * e;
     const double gather_bytes = (P - 1) * region_bytes;
+    // The global switch's two count exchanges: the slices' sizes (alltoall), the regions' counts (allgather).
     const double count_bytes = encoding_ == Encoding::global ? (P - 1) * 4 : 0;
-    cf.bytes_sent_per_rank = scatter_bytes + count_bytes + gather_bytes;
+    cf.bytes_sent_per_rank = scatter_bytes + 2 * count_bytes + gather_bytes;
     cf.bytes_recv_per_rank = cf.bytes_sent_per_rank;
     const double waves = std::ceil((P - 1) / throttle_);
     cf.time =
         waves * in.alpha + scatter_bytes * in.seconds_per_byte + steps * in.alpha + gather_bytes * in.seconds_per_byte;
     if (encoding_ == Encoding::global)
-      cf.time += steps * in.alpha + count_bytes * in.seconds_per_byte;
-    // Reduce-scatter to every other rank, Bruck allgather (and the global switch's Bruck allgather of counts).
-    cf.messages = P * (P - 1) + P * steps * (encoding_ == Encoding::global ? 2 : 1);
+      cf.time += (waves + steps) * in.alpha + 2 * count_bytes * in.seconds_per_byte;
+    // Reduce-scatter to every other rank, Bruck allgather (and the global switch's alltoall and Bruck allgather
+    // of counts).
+    cf.messages = encoding_ == Encoding::global ? 2 * P * (P - 1) + 2 * P * steps : P * (P - 1) + P * steps;
 
     std::string gather = "u e";
     if (encoding_ == Encoding::per_region)
       gather = "(u e > (n/P) w ? (n/P) w : u e)";
     else if (encoding_ == Encoding::global)
       gather = "(2 min(Pk, n) >= floor(2n/3) ? (n/P) w : u e)";
-    cf.formula = "ceil((P-1)/throttle) alpha + k(P-1)/P e beta + ceil(log2 P) alpha + (P-1) " + gather + " beta" +
-                 (encoding_ == Encoding::global ? " + ceil(log2 P) alpha + 4(P-1) beta (counts)" : "") +
-                 ", u = min(Pk, n)/P; assumes disjoint selections spread evenly over the P regions "
-                 "(paper: (P + 2 log P) alpha, 4k(P-1)/P to 2k(P-1)/P + n(P-1)/P words)";
+    cf.formula =
+        "ceil((P-1)/throttle) alpha + k(P-1)/P e beta + ceil(log2 P) alpha + (P-1) " + gather + " beta" +
+        (encoding_ == Encoding::global ? " + (ceil((P-1)/throttle) + ceil(log2 P)) alpha + 8(P-1) beta (counts)" : "") +
+        ", u = min(Pk, n)/P; assumes disjoint selections spread evenly over the P regions "
+        "(paper: (P + 2 log P) alpha, 4k(P-1)/P to 2k(P-1)/P + n(P-1)/P words)";
     return cf;
   }
 
@@ -196,11 +203,16 @@ public:
     for (int j = 0; j <= P; ++j)
       boundaries[j] = region_begin(j);
     const Gathered<SparseSlice> own = slices_between(input.local_selection, boundaries); // views of the selection
-    Gathered<SparseSlice> slices(P);                                                     // [source rank]
+    auto schedule = [&](int s) { return rotated_step(r, P, s); };
+    if (encoding_ == Encoding::global) { // phase 0: the reference's exchange of the slices' sizes
+      auto scope = comm.phase("split_counts");
+      exchange_counts(comm, throttle_, schedule, own, kSplitCountsTag);
+    }
+    Gathered<SparseSlice> slices(P); // [source rank]
     {
       auto scope = comm.phase("reduce_scatter");
       exchange_in_waves(
-          comm, throttle_, [&](int s) { return rotated_step(r, P, s); },
+          comm, throttle_, schedule,
           [&](const ExchangeStep& step, std::vector<Request>& sends, std::vector<Request>& receives) {
             sends.push_back(comm.isend(step.dest, kReduceScatterTag, own[step.dest]));
             receives.push_back(comm.irecv(step.source, kReduceScatterTag));

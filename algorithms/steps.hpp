@@ -134,4 +134,28 @@ void exchange_in_waves(Communicator& comm, int wave, Schedule&& schedule, Post&&
   }
 }
 
+// The alltoall of one count per destination (slices[j]'s size to rank j) that codes exchanging variable-size
+// slices send first, posted in the same steps and waves as the slices that follow; returns the counts the
+// sources announced, [source rank] (0 for this rank).
+template <class Schedule>
+std::vector<std::int64_t> exchange_counts(Communicator& comm, int wave, Schedule&& schedule,
+                                          const Gathered<SparseSlice>& slices, Tag tag)
+{
+  const int P = comm.size();
+  std::vector<std::int64_t> announced(P, 0);
+  const auto counts = std::make_shared<std::vector<Count>>(P); // one block; each message points into it
+  for (int j = 0; j < P; ++j)
+    (*counts)[j].value = static_cast<std::int64_t>(slices[j]->size());
+  exchange_in_waves(
+      comm, wave, schedule,
+      [&](const ExchangeStep& step, std::vector<Request>& sends, std::vector<Request>& receives) {
+        sends.push_back(comm.isend(step.dest, tag, std::shared_ptr<const Count>(counts, &(*counts)[step.dest])));
+        receives.push_back(comm.irecv(step.source, tag));
+      },
+      [&](const ExchangeStep& step, std::vector<Request>& receives) {
+        announced[step.source] = comm.take<Count>(receives[0])->value;
+      });
+  return announced;
+}
+
 } // namespace sparsim
