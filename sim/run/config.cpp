@@ -76,6 +76,12 @@ ExperimentConfig parse_config(const nlohmann::json& document, const std::filesys
     default_policy = SelectionPolicy::gaussian;
   config.selection =
       parse_selection(root.optional_object("selection"), default_policy, config.gradients->generates_candidates());
+  if (config.selection.reevaluation_residual != ReevaluationResidual::selected_in_result &&
+      !(sparse && sparse->default_local_selection() == SparseAllreduce::LocalSelection::threshold_reuse))
+    throw ConfigError("selection.reevaluation_residual",
+                      std::string("\"") + name_of(config.selection.reevaluation_residual, kReevaluationResidualNames) +
+                          "\"",
+                      "\"selected_in_result\": only oktopk has re-evaluation iterations that consume from U");
   config.compute = parse_compute(root.optional_object("compute"));
   if (config.compute.training == TrainingCharge::model) {
     const auto step = config.gradients->forward_backward_time();

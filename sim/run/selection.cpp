@@ -84,7 +84,9 @@ nlohmann::json SelectionConfig::to_json() const
           {"reevaluate_every", reevaluate_every},
           {"rules", rules.preset},
           {"warmup_iterations", warmup_iterations},
-          {"residual", name_of(residual, kResidualKindNames)}};
+          {"residual", name_of(residual, kResidualKindNames)},
+          {"top_k", name_of(top_k, kTopKRuleNames)},
+          {"reevaluation_residual", name_of(reevaluation_residual, kReevaluationResidualNames)}};
 }
 
 SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_policy, bool candidates)
@@ -104,6 +106,9 @@ SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_po
     selection.fail("residual", "dense",
                    "\"none\" with gradients.generation \"candidates\" (the scale mode keeps no dense residual; "
                    "docs/gradients.md)");
+  config.top_k = selection.get_enum("top_k", kTopKRuleNames, TopKRule::exact);
+  config.reevaluation_residual =
+      selection.get_enum("reevaluation_residual", kReevaluationResidualNames, ReevaluationResidual::selected_in_result);
   selection.finish();
   return config;
 }
@@ -174,6 +179,22 @@ SparseVector LocalSelector::select_candidates(const SparseVector& candidates, st
   return select_from(candidates.values, &candidates.indices, n, k, iteration, traffic, buffer);
 }
 
+void LocalSelector::keep_strictly_above_threshold(SparseVector& selection)
+{
+  std::size_t kept = 0;
+  for (std::size_t e = 0; e < selection.size(); ++e) {
+    if (static_cast<double>(std::fabs(selection.values[e])) > threshold_) {
+      selection.indices[kept] = selection.indices[e];
+      selection.values[kept] = selection.values[e];
+      ++kept;
+    } else if (config_.top_k == TopKRule::strictly_above_kth_dropping_it) {
+      dropped_.push_back(selection.indices[e]);
+    }
+  }
+  selection.indices.resize(kept);
+  selection.values.resize(kept);
+}
+
 SparseVector LocalSelector::select_from(std::span<const float> acc, const std::vector<Index>* indices, std::uint64_t n,
                                         std::uint64_t k, int iteration, SelectionTraffic& traffic, SparseVector* buffer)
 {
@@ -195,6 +216,7 @@ SparseVector LocalSelector::select_from(std::span<const float> acc, const std::v
     return selection;
   };
   const std::uint64_t pass = 4 * n;
+  dropped_.clear();
   if (config_.policy == SelectionPolicy::gaussian) {
     if (indices)
       throw std::logic_error("selection policy \"gaussian\" fits the whole acc, not candidates");
@@ -218,6 +240,8 @@ SparseVector LocalSelector::select_from(std::span<const float> acc, const std::v
     }
     have_threshold_ = !selection.empty();
     used_threshold_ = threshold_;
+    if (config_.top_k != TopKRule::exact)
+      keep_strictly_above_threshold(selection);
     traffic.bytes_read += pass;
     traffic.bytes_written += 8 * selection.size();
     return selection;
@@ -285,6 +309,53 @@ double candidate_floor(const GradientSource& source, std::span<const LocalSelect
   if (exact_top_k)
     floor = std::min(floor, candidate_floor_for_top_k(source, iteration, k, threads));
   return floor;
+}
+
+std::vector<Index> found_by_searchsorted(std::span<const Index> selection, std::span<const Index> order)
+{
+  std::vector<Index> found;
+  const std::size_t length = order.size();
+  if (selection.empty() || length == 0)
+    return found;
+  // numpy's binary search (npysort/binsearch.cpp, side "left"): when a key is larger than the one before, the
+  // search keeps the lower bound it ended with; otherwise it starts again from 0, one past the upper bound.
+  std::size_t low = 0, high = length;
+  Index last = selection[0];
+  for (const Index key : selection) {
+    if (last < key) {
+      high = length;
+    } else {
+      low = 0;
+      high = high < length ? high + 1 : length;
+    }
+    last = key;
+    while (low < high) {
+      const std::size_t middle = low + ((high - low) >> 1);
+      if (order[middle] < key)
+        low = middle + 1;
+      else
+        high = middle;
+    }
+    // intersect1d_searchsorted: an index past the end looks at position 0.
+    if (order[low == length ? 0 : low] == key)
+      found.push_back(key);
+  }
+  return found;
+}
+
+std::vector<Index> indices_by_magnitude(const SparseVector& result)
+{
+  std::vector<std::size_t> positions(result.size());
+  for (std::size_t e = 0; e < positions.size(); ++e)
+    positions[e] = e;
+  std::stable_sort(positions.begin(), positions.end(), [&](std::size_t a, std::size_t b) {
+    return std::fabs(result.values[a]) > std::fabs(result.values[b]);
+  });
+  std::vector<Index> order;
+  order.reserve(positions.size());
+  for (std::size_t e : positions)
+    order.push_back(result.indices[e]);
+  return order;
 }
 
 } // namespace sparsim

@@ -70,6 +70,30 @@ enum class ResidualKind { dense, none };
 inline constexpr EnumNames<ResidualKind, 2> kResidualKindNames{
     {{ResidualKind::dense, "dense"}, {ResidualKind::none, "none"}}};
 
+// Which entries an exact top-k selection sends (policy "exact", and "threshold_reuse" at re-evaluations):
+// - "exact": the k largest magnitudes;
+// - "strictly_above_kth": the entries strictly above the k-th largest magnitude (k - 1 when it is not tied), as
+//   the reference implementation selects (torch.topk for the threshold, then |acc| > threshold): its Ok-Topk at
+//   every re-evaluation, its TopkDSA at every call;
+// - "strictly_above_kth_dropping_it": the same, and the residual also loses the top-k entries left out (the
+//   k-th), as the reference's TopkDSA, which zeroes the whole top-k in its residual before selecting.
+enum class TopKRule { exact, strictly_above_kth, strictly_above_kth_dropping_it };
+inline constexpr EnumNames<TopKRule, 3> kTopKRuleNames{
+    {{TopKRule::exact, "exact"},
+     {TopKRule::strictly_above_kth, "strictly_above_kth"},
+     {TopKRule::strictly_above_kth_dropping_it, "strictly_above_kth_dropping_it"}}};
+// What a rank's residual gives up in an Ok-Topk re-evaluation iteration:
+// - "selected_in_result": what it selected and U kept (the residual rule of Ok-Topk);
+// - "reference_searchsorted": only what the reference's BERT and LSTM code finds (allreducer.py,
+//   intersect1d_searchsorted): np.searchsorted of the rank's selected indices in U's indices ordered by
+//   magnitude (torch.topk's order, not by index), so most lookups miss and the residual keeps values it has
+//   already sent. Emulated exactly, numpy's carried search bounds included; U's ties in magnitude are ordered
+//   by index.
+enum class ReevaluationResidual { selected_in_result, reference_searchsorted };
+inline constexpr EnumNames<ReevaluationResidual, 2> kReevaluationResidualNames{
+    {{ReevaluationResidual::selected_in_result, "selected_in_result"},
+     {ReevaluationResidual::reference_searchsorted, "reference_searchsorted"}}};
+
 struct SelectionConfig {
   SelectionPolicy policy = SelectionPolicy::exact;
   int reevaluate_every = 32; // tau'
@@ -81,6 +105,8 @@ struct SelectionConfig {
   //   sparse iteration (the residual is zero after the dense warm-up), an approximation afterwards. For
   //   runs at scale, where P*n floats do not fit.
   ResidualKind residual = ResidualKind::dense;
+  TopKRule top_k = TopKRule::exact;
+  ReevaluationResidual reevaluation_residual = ReevaluationResidual::selected_in_result;
   nlohmann::json to_json() const;
 };
 // Reads the config's "selection" object; `default_policy` comes from the algorithm. `candidates`: the gradients
@@ -176,11 +202,16 @@ public:
   // nothing when it is an exact top-k (policy "exact", no threshold yet, or a re-evaluation iteration).
   std::optional<double> reuse_threshold(int iteration) const;
   double threshold() const { return used_threshold_; } // the threshold of the last selection
+  // Indices the last selection took out of acc without sending them (top_k "strictly_above_kth_dropping_it"),
+  // in index order; the residual loses them too.
+  const std::vector<Index>& dropped() const { return dropped_; }
 
 private:
   // select() over the values of acc; `indices` maps their positions to indices (nullptr: the identity).
   SparseVector select_from(std::span<const float> values, const std::vector<Index>* indices, std::uint64_t n,
                            std::uint64_t k, int iteration, SelectionTraffic& traffic, SparseVector* buffer);
+  // top_k "strictly_above_kth...": removes the entries at the threshold (the k-th magnitude, and its ties).
+  void keep_strictly_above_threshold(SparseVector& selection);
   // The threshold of policy "gaussian": the fit, then the correction; counts a pass per count it makes.
   double corrected_gaussian_threshold(std::span<const float> acc, std::uint64_t k, SelectionTraffic& traffic) const;
 
@@ -188,7 +219,15 @@ private:
   double threshold_ = 0; // the threshold the next reuse starts from
   double used_threshold_ = 0;
   bool have_threshold_ = false;
+  std::vector<Index> dropped_;
 };
+
+// The indices of `selection` (ascending) that np.searchsorted finds in `order` (side "left", numpy's search with
+// the bounds it carries from one ascending key to the next), i.e. the reference's intersect1d_searchsorted;
+// `order` may be unsorted, and then most lookups miss.
+std::vector<Index> found_by_searchsorted(std::span<const Index> selection, std::span<const Index> order);
+// U's indices in the order of the reference's global top-k: by magnitude, largest first; ties by index.
+std::vector<Index> indices_by_magnitude(const SparseVector& result);
 
 // The candidates generation's floor (gradients.generation "candidates") for an iteration of these selectors: the
 // lowest threshold any of them reuses and, when one of them selects an exact top-k (or `top_k_anyway`), at most

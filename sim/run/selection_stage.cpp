@@ -102,6 +102,22 @@ void SelectionStage::prepare_rank(RankId rank, int iteration, std::vector<float>
   prepared.host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 }
 
+void SelectionStage::consume(RankId rank, const SparseVector& selection, const SparseVector& result,
+                             SparseAllreduce::ResidualRule rule, bool reevaluation)
+{
+  if (!keep_residual_)
+    return;
+  std::vector<float>& residual = residuals_[rank];
+  if (reevaluation && config_.selection.reevaluation_residual == ReevaluationResidual::reference_searchsorted) {
+    for (Index i : found_by_searchsorted(selection.indices, indices_by_magnitude(result)))
+      residual[i] = 0.0f;
+  } else {
+    consume_selection(residual, selection, result, rule);
+  }
+  for (Index i : selectors_[rank].dropped())
+    residual[i] = 0.0f;
+}
+
 void consume_selection(std::vector<float>& acc, const SparseVector& selection, const SparseVector& result,
                        SparseAllreduce::ResidualRule rule)
 {

@@ -47,13 +47,10 @@ public:
   // The rank's prepared selection, charged in simulated time by the compute model (phase "selection").
   SparseVector take_and_charge(Communicator& comm);
 
-  // Error feedback after the collective: the residual keeps acc minus what the algorithm consumed.
+  // Error feedback after the collective: the residual keeps acc minus what the algorithm consumed (at a
+  // re-evaluation iteration, what selection.reevaluation_residual says) and minus what the selection dropped.
   void consume(RankId rank, const SparseVector& selection, const SparseVector& result,
-               SparseAllreduce::ResidualRule rule)
-  {
-    if (keep_residual_)
-      consume_selection(residuals_[rank], selection, result, rule);
-  }
+               SparseAllreduce::ResidualRule rule, bool reevaluation);
 
 private:
   struct Prepared {
