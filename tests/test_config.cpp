@@ -172,9 +172,9 @@ TEST(Config, DocsListExactlyTheFieldsTheLoaderReads)
 {
   auto log = std::make_shared<FieldLog>();
   std::vector<std::filesystem::path> configs;
-  // Experiment configs only: platform files and model tables have their own loaders, and sweeps (files
+  // Experiment configs only: platform files, model tables and presets have their own loaders, and sweeps (files
   // with a "base") check their points when they load.
-  const std::set<std::filesystem::path> ignored_folders = {"platforms", "models"};
+  const std::set<std::filesystem::path> ignored_folders = {"platforms", "models", "presets"};
   for (const auto* folder : {"/configs", "/tests/configs"})
     for (const auto& entry : std::filesystem::recursive_directory_iterator(std::string(SPARSIM_SOURCE_DIR) + folder))
       if (entry.path().extension() == ".json" && !ignored_folders.count(entry.path().parent_path().filename()) &&

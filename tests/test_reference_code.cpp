@@ -11,6 +11,7 @@
 //   int32 (the reduced count), Allgatherv of the reduced regions.
 // Regions: the reference cuts [0, n) into P blocks of n // P (the last takes the rest); n is a multiple of P
 // here, where sparsim's near-equal blocks are the same.
+#include "sim/run/config.hpp"
 #include "sim/run/selection.hpp"
 #include "sparse_harness.hpp"
 #include "sparsim_cli.hpp"
@@ -215,4 +216,42 @@ TEST(ReferenceCode, SearchsortedResidualKeepsWhatTheReevaluationSent)
   const CliResult refused = run_config(config, "searchsorted-topka");
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
   EXPECT_NE(refused.output.find("selection.reevaluation_residual"), std::string::npos) << refused.output;
+}
+
+// reference_code: every setting of configs/presets/reference_code.json reaches the resolved config, for every
+// model's code and algorithm in it; a setting the config gives itself wins; an unknown code is refused.
+TEST(ReferenceCode, PresetFillsInWhatTheConfigLeavesUnset)
+{
+  const nlohmann::json presets =
+      read_json_file(std::filesystem::path(SPARSIM_SOURCE_DIR) / "configs" / "presets" / "reference_code.json");
+  int checked = 0;
+  for (const std::string code : {"vgg", "lstm", "bert"})
+    for (const auto& [algorithm, sections] : presets.at(code).items()) {
+      SCOPED_TRACE(code + ", " + algorithm);
+      auto config = star_run_config("preset", 4, 1, algorithm, 4000);
+      config["reference_code"] = code;
+      const nlohmann::json resolved = parse_config(config, SPARSIM_SOURCE_DIR).resolved();
+      EXPECT_EQ(resolved.at("reference_code"), code);
+      for (const auto& [section, fields] : sections.items())
+        for (const auto& [key, value] : fields.items()) {
+          EXPECT_EQ(resolved.at(section).at(key), value) << section << "." << key;
+          ++checked;
+        }
+    }
+  EXPECT_GT(checked, 20);
+  auto config = star_run_config("preset", 4, 1, "oktopk", 4000);
+  config["reference_code"] = "bert";
+  config["algorithm"]["balancing"] = false;
+  config["selection"] = {{"top_k", "exact"}};
+  const nlohmann::json resolved = parse_config(config, SPARSIM_SOURCE_DIR).resolved();
+  EXPECT_EQ(resolved["algorithm"]["balancing"], false);
+  EXPECT_EQ(resolved["selection"]["top_k"], "exact");
+  EXPECT_EQ(resolved["selection"]["reevaluate_every"], 128);
+  config["reference_code"] = "resnet";
+  try {
+    parse_config(config, SPARSIM_SOURCE_DIR);
+    FAIL() << "an unknown reference_code was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.path(), "reference_code");
+  }
 }

@@ -1,7 +1,10 @@
 #include "sim/run/config.hpp"
 
 #include "algorithms/registry.hpp"
+#include "sim/base/data_files.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <fmt/format.h>
 #include <fstream>
@@ -29,12 +32,51 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& origin)
   }
 }
 
-ExperimentConfig parse_config(const nlohmann::json& document, const std::filesystem::path& config_dir,
+namespace {
+
+constexpr std::array<const char*, 3> kReferenceCodes = {"vgg", "lstm", "bert"};
+
+// The config with the reference implementation's settings for its algorithm (configs/presets/reference_code.json,
+// the model code named by "reference_code") filled in where it leaves them unset. A missing or unknown
+// reference_code, or sections that are not objects, leave it as it is (parse_config reports those).
+nlohmann::json with_reference_code(const nlohmann::json& document)
+{
+  if (!document.is_object() || !document.contains("reference_code") || !document["reference_code"].is_string())
+    return document;
+  const std::string code = document["reference_code"].get<std::string>();
+  if (std::find(kReferenceCodes.begin(), kReferenceCodes.end(), code) == kReferenceCodes.end())
+    return document;
+  const nlohmann::json presets = read_json_file(data_dir() / "configs" / "presets" / "reference_code.json");
+  const auto algorithm = document.find("algorithm");
+  if (algorithm == document.end() || !algorithm->is_object() || !algorithm->contains("name") ||
+      !(*algorithm)["name"].is_string())
+    return document;
+  const auto preset = presets.at(code).find((*algorithm)["name"].get<std::string>());
+  if (preset == presets.at(code).end())
+    return document; // an algorithm the reference did not run: nothing to fill in
+  nlohmann::json merged = document;
+  for (const auto& [section, fields] : preset->items()) {
+    if (merged.contains(section) && !merged[section].is_object())
+      continue;
+    for (const auto& [key, value] : fields.items())
+      if (!merged[section].contains(key))
+        merged[section][key] = value;
+  }
+  return merged;
+}
+
+} // namespace
+
+ExperimentConfig parse_config(const nlohmann::json& original, const std::filesystem::path& config_dir,
                               std::shared_ptr<FieldLog> log)
 {
+  const nlohmann::json document = with_reference_code(original);
   JsonReader root(document, "", std::move(log));
   ExperimentConfig config;
   config.name = root.get_string("name", "experiment");
+  config.reference_code = root.get_enum("reference_code", {"none", "vgg", "lstm", "bert"}, "none");
+  if (config.reference_code == "none")
+    config.reference_code.clear();
   config.seed = static_cast<std::uint64_t>(root.get_int("seed", 1, 0));
   config.ranks = static_cast<int>(root.get_int("ranks", std::nullopt, 1, 1 << 20));
   config.iterations = static_cast<int>(root.get_int("iterations", 1, 1, 1'000'000));
@@ -123,7 +165,7 @@ nlohmann::json ExperimentConfig::resolved() const
 {
   nlohmann::json algorithm_json = algorithm->params();
   algorithm_json["name"] = algorithm->name();
-  return {
+  nlohmann::json resolved = {
       {"name", name},
       {"seed", seed},
       {"ranks", ranks},
@@ -143,6 +185,9 @@ nlohmann::json ExperimentConfig::resolved() const
       {"network", {{"model", network.model}, {"crosstraffic", network.crosstraffic}}},
       {"simulation", {{"verify", verify}}},
   };
+  if (!reference_code.empty())
+    resolved["reference_code"] = reference_code;
+  return resolved;
 }
 
 } // namespace sparsim

@@ -36,6 +36,9 @@ struct ExperimentConfig {
   std::uint64_t seed = 1;
   int ranks = 1;
   int iterations = 1;
+  // "vgg", "lstm", "bert": the reference implementation's settings of that model's code were filled in where the
+  // config left them unset (configs/presets/reference_code.json); "" for none.
+  std::string reference_code;
   std::unique_ptr<Topology> topology;
   Placement placement;
   std::unique_ptr<Algorithm> algorithm;
