@@ -69,6 +69,16 @@ std::uint64_t union_in_region(const std::vector<SparseVector>& selections, std::
   return indices.size();
 }
 
+// What the other ranks' reduced regions hold together: the pairs rank r receives in an allgather of them.
+std::uint64_t reduced_by_others(const std::vector<SparseVector>& selections, std::uint64_t n, int P, int r)
+{
+  std::uint64_t others = 0;
+  for (int q = 0; q < P; ++q)
+    if (q != r)
+      others += union_in_region(selections, n, P, q);
+  return others;
+}
+
 } // namespace
 
 TEST(ReferenceCode, TopkDsaExchangesTheSplitSizesFirst)
@@ -96,10 +106,7 @@ TEST(ReferenceCode, TopkDsaExchangesTheSplitSizesFirst)
     EXPECT_EQ(run.phase(0, r, "reduce_scatter").bytes_recv, kIndexAndValue * received);
     // Allgather of the reduced counts, then (far below n/3) the sparse reduced regions of the others.
     EXPECT_EQ(run.phase(0, r, "count_allgather").bytes_recv, kInt32 * (P - 1));
-    std::uint64_t others = 0;
-    for (int q = 0; q < P; ++q)
-      if (q != r)
-        others += union_in_region(selections, n, P, q);
+    const std::uint64_t others = reduced_by_others(selections, n, P, r);
     EXPECT_EQ(run.phase(0, r, "allgather").bytes_recv, kIndexAndValue * others);
   }
 }
@@ -117,10 +124,7 @@ TEST(ReferenceCode, OkTopkReevaluationAllgathersTheCountsFirst)
     SCOPED_TRACE("rank " + std::to_string(r));
     EXPECT_EQ(run.phase(0, r, "reevaluation_counts").bytes_recv, kInt32 * (P - 1));
     EXPECT_EQ(run.phase(0, r, "reevaluation_counts").bytes_sent, kInt32 * (P - 1));
-    std::uint64_t others = 0;
-    for (int q = 0; q < P; ++q)
-      if (q != r)
-        others += union_in_region(selections, n, P, q);
+    const std::uint64_t others = reduced_by_others(selections, n, P, r);
     EXPECT_EQ(run.phase(0, r, "reevaluation_allgather").bytes_recv, kIndexAndValue * others);
   }
 }
