@@ -10,6 +10,16 @@
 // Parameter "allgather": the shape of the two allgatherv, "ring" (P-1 steps, as MPI libraries run allgatherv of
 // large messages) or "recursive_doubling" (Bruck's, ceil(log2 P) steps). The sizes go by Bruck's algorithm (a
 // small allgather). Both shapes move every other rank's pairs once to each rank.
+//
+// LIMITATIONS (against the reference code):
+// - the fit's mean and standard deviation are summed in double (torch sums fp32 on the device): a threshold
+//   differing in the last bits can move an entry at the boundary;
+// - the quantile is taken at k/n, k = floor(density n), not at the density itself (a relative difference below
+//   1/k);
+// - the two allgatherv are ring or Bruck allgathers of the parts; an MPI library picks its own algorithm (same
+//   bytes, other latency terms);
+// - the selection is charged as streaming passes over acc (two for the fit, one per count), not as the GPU
+//   kernels the reference ran (abs, compare, nonzero).
 #include "algorithms/algorithm.hpp"
 #include "algorithms/collectives.hpp"
 #include "algorithms/registry.hpp"
