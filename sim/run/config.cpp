@@ -4,7 +4,6 @@
 #include "sim/base/data_files.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <fmt/format.h>
 #include <fstream>
@@ -34,7 +33,8 @@ nlohmann::json parse_json_text(std::string_view text, const std::string& origin)
 
 namespace {
 
-constexpr std::array<const char*, 3> kReferenceCodes = {"vgg", "lstm", "bert"};
+// The values of "reference_code": "none", then the model codes of configs/presets/reference_code.json.
+const std::vector<std::string> kReferenceCodes = {"none", "vgg", "lstm", "bert"};
 
 // The config with the reference implementation's settings for its algorithm (configs/presets/reference_code.json,
 // the model code named by "reference_code") filled in where it leaves them unset. A missing or unknown
@@ -44,7 +44,7 @@ nlohmann::json with_reference_code(const nlohmann::json& document)
   if (!document.is_object() || !document.contains("reference_code") || !document["reference_code"].is_string())
     return document;
   const std::string code = document["reference_code"].get<std::string>();
-  if (std::find(kReferenceCodes.begin(), kReferenceCodes.end(), code) == kReferenceCodes.end())
+  if (code == "none" || std::find(kReferenceCodes.begin(), kReferenceCodes.end(), code) == kReferenceCodes.end())
     return document;
   const nlohmann::json presets = read_json_file(data_dir() / "configs" / "presets" / "reference_code.json");
   const auto algorithm = document.find("algorithm");
@@ -74,7 +74,7 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
   JsonReader root(document, "", std::move(log));
   ExperimentConfig config;
   config.name = root.get_string("name", "experiment");
-  config.reference_code = root.get_enum("reference_code", {"none", "vgg", "lstm", "bert"}, "none");
+  config.reference_code = root.get_enum("reference_code", kReferenceCodes, "none");
   if (config.reference_code == "none")
     config.reference_code.clear();
   config.seed = static_cast<std::uint64_t>(root.get_int("seed", 1, 0));
@@ -111,15 +111,15 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
   // Selection settings are read (and checked) for every algorithm, so that one sweep can mix dense and sparse
   // algorithms; dense algorithms select nothing and ignore them.
   const SparseAllreduce* sparse = config.sparse_algorithm();
-  SelectionPolicy default_policy = SelectionPolicy::exact;
-  if (sparse && sparse->default_local_selection() == SparseAllreduce::LocalSelection::threshold_reuse)
-    default_policy = SelectionPolicy::threshold_reuse;
-  if (sparse && sparse->default_local_selection() == SparseAllreduce::LocalSelection::gaussian_fit)
-    default_policy = SelectionPolicy::gaussian;
+  const auto local = sparse ? sparse->default_local_selection() : SparseAllreduce::LocalSelection::exact_top_k;
+  const SelectionPolicy default_policy =
+      local == SparseAllreduce::LocalSelection::threshold_reuse ? SelectionPolicy::threshold_reuse
+      : local == SparseAllreduce::LocalSelection::gaussian_fit  ? SelectionPolicy::gaussian
+                                                                : SelectionPolicy::exact;
   config.selection =
       parse_selection(root.optional_object("selection"), default_policy, config.gradients->generates_candidates());
   if (config.selection.reevaluation_residual != ReevaluationResidual::selected_in_result &&
-      !(sparse && sparse->default_local_selection() == SparseAllreduce::LocalSelection::threshold_reuse))
+      default_policy != SelectionPolicy::threshold_reuse)
     throw ConfigError("selection.reevaluation_residual",
                       std::string("\"") + name_of(config.selection.reevaluation_residual, kReevaluationResidualNames) +
                           "\"",

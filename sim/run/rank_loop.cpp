@@ -143,7 +143,7 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
     record.local_selected = selection->size();
     record.result_nnz = result->size();
 
-    stage.consume(rank, *selection, *result, algorithm.residual_rule(), record.sparse.reevaluation);
+    stage.consume(rank, *selection, result, algorithm.residual_rule(), record.sparse.reevaluation);
     if (rank == 0)
       config.gradients->apply_update(it, *result, config.ranks);
     if (config.verify)

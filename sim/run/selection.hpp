@@ -11,8 +11,9 @@
 // - "gaussian": Gaussiank's. The threshold comes from a normal fit of acc: mean + z * sigma, z the two-sided
 //   standard normal quantile at the density (P(|Z| > z) = k / n), sigma the unbiased standard deviation; it
 //   selects |acc| > threshold (strict), after the reference's correction of the fitted threshold, which differs
-//   per model (GaussianCorrection). On real gradients the fit under-selects (acc has a truncated tail), so m
-//   varies around k and the correction decides most of it.
+//   per model (GaussianCorrection). The fit misjudges k both ways: it over-selects on a heavy-tailed acc (early
+//   iterations, no residual) and under-selects on one with a truncated tail (long error feedback), so m varies
+//   by rank and iteration and the correction decides much of it.
 #pragma once
 
 #include "sim/base/json_reader.hpp"

@@ -102,17 +102,22 @@ void SelectionStage::prepare_rank(RankId rank, int iteration, std::vector<float>
   prepared.host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 }
 
-void SelectionStage::consume(RankId rank, const SparseVector& selection, const SparseVector& result,
-                             SparseAllreduce::ResidualRule rule, bool reevaluation)
+void SelectionStage::consume(RankId rank, const SparseVector& selection,
+                             const std::shared_ptr<const SparseVector>& result, SparseAllreduce::ResidualRule rule,
+                             bool reevaluation)
 {
   if (!keep_residual_)
     return;
   std::vector<float>& residual = residuals_[rank];
   if (reevaluation && config_.selection.reevaluation_residual == ReevaluationResidual::reference_searchsorted) {
-    for (Index i : found_by_searchsorted(selection.indices, indices_by_magnitude(result)))
+    if (magnitude_order_of_ != result) {
+      magnitude_order_ = indices_by_magnitude(*result);
+      magnitude_order_of_ = result;
+    }
+    for (Index i : found_by_searchsorted(selection.indices, magnitude_order_))
       residual[i] = 0.0f;
   } else {
-    consume_selection(residual, selection, result, rule);
+    consume_selection(residual, selection, *result, rule);
   }
   for (Index i : selectors_[rank].dropped())
     residual[i] = 0.0f;

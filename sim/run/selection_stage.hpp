@@ -8,6 +8,7 @@
 #include "sim/run/selection.hpp"
 
 #include <atomic>
+#include <memory>
 #include <vector>
 
 namespace sparsim {
@@ -49,7 +50,7 @@ public:
 
   // Error feedback after the collective: the residual keeps acc minus what the algorithm consumed (at a
   // re-evaluation iteration, what selection.reevaluation_residual says) and minus what the selection dropped.
-  void consume(RankId rank, const SparseVector& selection, const SparseVector& result,
+  void consume(RankId rank, const SparseVector& selection, const std::shared_ptr<const SparseVector>& result,
                SparseAllreduce::ResidualRule rule, bool reevaluation);
 
 private:
@@ -75,6 +76,10 @@ private:
   std::vector<LocalSelector> selectors_;      // [rank]: the reused thresholds
   std::atomic<int> ranks_prepared_ = 0;
   std::vector<Prepared> prepared_; // [rank]: this iteration's selections
+  // reevaluation_residual "reference_searchsorted": U's indices by magnitude, sorted once for the ranks that
+  // share U (the actors call consume one at a time).
+  std::shared_ptr<const SparseVector> magnitude_order_of_;
+  std::vector<Index> magnitude_order_;
 };
 
 } // namespace sparsim
