@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ public:
   virtual std::string name() const = 0;
   virtual nlohmann::json params() const = 0; // resolved parameters, for manifests
   virtual ClosedForm closed_form(const CostInputs& in) const = 0;
+  // Throws a ConfigError naming the parameter when the collective cannot run on `ranks` ranks (a team count
+  // that does not divide P); most run on any P.
+  virtual void check_ranks(int /*ranks*/) const {}
 };
 
 // A dense allreduce: every rank ends with the elementwise sum of all ranks' vectors.
@@ -55,6 +59,10 @@ struct SparseInput {
   std::uint64_t k = 0;                                 // floor(density * n)
   std::shared_ptr<const SparseVector> local_selection; // this rank's selection from its accumulated gradient
   bool reevaluation = true; // a threshold re-evaluation iteration (every tau' = selection.reevaluate_every)
+  // For a collective that selects within itself (LocalSelection::within_collective, SparDL): the rank's dense
+  // acc (residual + gradient), which the collective leaves as the rank's new residual; local_selection is then
+  // empty. Empty for the others.
+  std::span<float> acc = {};
 };
 
 // Facts of one iteration on one rank, reported beside the traffic (results.csv).
@@ -77,6 +85,7 @@ public:
   enum class ResidualRule {
     all_selected,       // everything it selected (TopkA, SparCML: the union sum keeps every value)
     selected_in_result, // what it selected and U kept (gTopk, Ok-Topk: values lost to re-selection stay)
+    kept_by_algorithm,  // the collective wrote the residual into SparseInput::acc itself (SparDL)
   };
   virtual ResidualRule residual_rule() const = 0;
   // What U is, as the driver's verification checks it against the local selections S_r:
@@ -88,8 +97,10 @@ public:
   virtual ResultSemantics result_semantics() const = 0;
   // How ranks select their contributions unless the config's selection.policy says otherwise: the exact top-k
   // every iteration (the default for the baselines), thresholds reused between exact re-evaluations (Ok-Topk),
-  // or a threshold fitted to a normal distribution (Gaussiank). sim/run/selection.hpp implements them.
-  enum class LocalSelection { exact_top_k, threshold_reuse, gaussian_fit };
+  // or a threshold fitted to a normal distribution (Gaussiank); sim/run/selection.hpp implements them. Or no local
+  // selection at all: the collective selects within itself from the rank's dense acc (SparDL), and a
+  // selection.policy other than "exact" is a config error.
+  enum class LocalSelection { exact_top_k, threshold_reuse, gaussian_fit, within_collective };
   virtual LocalSelection default_local_selection() const { return LocalSelection::exact_top_k; }
   virtual std::unique_ptr<SparseRankState> make_rank_state(RankId /*rank*/, int /*ranks*/, std::uint64_t /*n*/) const
   {

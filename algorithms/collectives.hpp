@@ -30,28 +30,48 @@ template <class T> Gathered<T> ring_allgather(Communicator& comm, std::shared_pt
   return gathered;
 }
 
-// Bruck's allgather (recursive doubling for any P): in step j rank r sends the parts of ranks r .. r+c-1
-// (c = min(2^j, P - 2^j), mod P) to rank r - 2^j and receives those of r + 2^j .. from rank r + 2^j.
-// ceil(log2 P) steps; each rank receives every other part once.
-template <class T> Gathered<T> bruck_allgather(Communicator& comm, std::shared_ptr<const T> mine, Tag tag_base)
+// Some of the ranks, members base + stride * i for i < size (SparDL's teams, and the ranks of one place across
+// them); every rank is one group of all.
+struct RankGroup {
+  RankId base = 0;
+  int stride = 1;
+  int size = 1;
+  static RankGroup all(const Communicator& comm) { return {0, 1, comm.size()}; }
+  RankId member(int i) const { return base + stride * i; }
+  int index_of(RankId rank) const { return (rank - base) / stride; }
+};
+
+// Bruck's allgather (recursive doubling for any group size G) among the members of `group`: in step j member m
+// sends the parts of members m .. m+c-1 (c = min(2^j, G - 2^j), mod G) to member m - 2^j and receives those of
+// m + 2^j .. from member m + 2^j. ceil(log2 G) steps; each member receives every other part once. The parts
+// are indexed by member.
+template <class T>
+Gathered<T> bruck_allgather(Communicator& comm, std::shared_ptr<const T> mine, Tag tag_base, const RankGroup& group)
 {
-  const int P = comm.size();
-  const int r = comm.rank();
-  Gathered<T> gathered(P);
-  gathered[r] = std::move(mine);
-  for (int distance = 1, step = 0; distance < P; distance *= 2, ++step) {
+  const int G = group.size;
+  const int m = group.index_of(comm.rank());
+  Gathered<T> gathered(G);
+  gathered[m] = std::move(mine);
+  for (int distance = 1, step = 0; distance < G; distance *= 2, ++step) {
     auto bundle = std::make_shared<Bundle<T>>();
-    for (int i = 0; i < std::min(distance, P - distance); ++i) {
-      const int owner = (r + i) % P;
+    for (int i = 0; i < std::min(distance, G - distance); ++i) {
+      const int owner = (m + i) % G;
       bundle->owners.push_back(owner);
       bundle->parts.push_back(gathered[owner]);
     }
-    auto incoming = comm.sendrecv((r - distance + P) % P, std::shared_ptr<const Bundle<T>>(std::move(bundle)),
-                                  (r + distance) % P, tag_base + step);
+    auto incoming =
+        comm.sendrecv(group.member((m - distance + G) % G), std::shared_ptr<const Bundle<T>>(std::move(bundle)),
+                      group.member((m + distance) % G), tag_base + step);
     for (std::size_t i = 0; i < incoming->owners.size(); ++i)
       gathered[incoming->owners[i]] = incoming->parts[i];
   }
   return gathered;
+}
+
+// Bruck's allgather among all ranks: the parts indexed by rank.
+template <class T> Gathered<T> bruck_allgather(Communicator& comm, std::shared_ptr<const T> mine, Tag tag_base)
+{
+  return bruck_allgather(comm, std::move(mine), tag_base, RankGroup::all(comm));
 }
 
 // Elementwise sum over ranks of a few integers by recursive doubling (log2 P rounds exchanging the whole

@@ -27,7 +27,8 @@ namespace sparsim {
   FILE(gtopk)                                                                                                          \
   FILE(sparcml_recursive_double)                                                                                       \
   FILE(sparcml_split_allgather)                                                                                        \
-  FILE(gaussiank)
+  FILE(gaussiank)                                                                                                      \
+  FILE(spardl)
 
 #define SPARSIM_DECLARE_ALGORITHM_FILE(file) SPARSIM_ALGORITHM_FILE(file);
 SPARSIM_ALGORITHM_FILES(SPARSIM_DECLARE_ALGORITHM_FILE)

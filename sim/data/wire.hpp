@@ -65,10 +65,11 @@ template <class V> Bytes wire_bytes(const ValuesOf<V>& part, const WireFormat& w
 {
   return part.of->size() * static_cast<Bytes>(wire.value_bytes);
 }
-// Several ranks' payloads in one message (allgather steps forward what they have collected). Only the
-// parts are charged on the wire: which rank owns which part is known to both sides in advance.
+// Several payloads in one message (allgather steps forward what they have collected; SparDL's reduce-scatter
+// sends several blocks). Only the parts are charged on the wire: which part is whose is known to both sides in
+// advance.
 template <class T> struct Bundle {
-  std::vector<RankId> owners;
+  std::vector<RankId> owners; // the parts' owners: ranks, members of a group, or block numbers
   std::vector<std::shared_ptr<const T>> parts;
 };
 template <class T> Bytes wire_bytes(const Bundle<T>& bundle, const WireFormat& wire)

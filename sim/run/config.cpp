@@ -102,6 +102,7 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
   JsonReader algorithm = root.object("algorithm");
   const std::string algorithm_path = algorithm.path();
   config.algorithm = parse_algorithm(std::move(algorithm));
+  config.algorithm->check_ranks(config.ranks);
   if (config.workload.data == DataMode::phantom && config.is_sparse())
     throw ConfigError("workload.data", "\"phantom\"", "\"real\": sparse algorithms select from real values");
 
@@ -116,8 +117,20 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
       local == SparseAllreduce::LocalSelection::threshold_reuse ? SelectionPolicy::threshold_reuse
       : local == SparseAllreduce::LocalSelection::gaussian_fit  ? SelectionPolicy::gaussian
                                                                 : SelectionPolicy::exact;
+  const bool within_collective = local == SparseAllreduce::LocalSelection::within_collective;
+  if (within_collective && config.gradients->generates_candidates())
+    throw ConfigError("gradients.generation", "\"candidates\"",
+                      "\"dense\": " + config.algorithm->name() + " selects within the collective from the dense acc");
   config.selection =
       parse_selection(root.optional_object("selection"), default_policy, config.gradients->generates_candidates());
+  if (within_collective && config.selection.policy != SelectionPolicy::exact)
+    throw ConfigError("selection.policy",
+                      std::string("\"") + name_of(config.selection.policy, kSelectionPolicyNames) + "\"",
+                      "\"exact\" or unset: " + config.algorithm->name() +
+                          " selects within the collective (each block's exact top-k)");
+  if (within_collective && config.selection.top_k != TopKRule::exact)
+    throw ConfigError("selection.top_k", std::string("\"") + name_of(config.selection.top_k, kTopKRuleNames) + "\"",
+                      "\"exact\" or unset: " + config.algorithm->name() + " selects within the collective");
   if (config.selection.reevaluation_residual != ReevaluationResidual::selected_in_result &&
       default_policy != SelectionPolicy::threshold_reuse)
     throw ConfigError("selection.reevaluation_residual",

@@ -136,7 +136,8 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
                             .n = n,
                             .k = k,
                             .local_selection = selection,
-                            .reevaluation = it % config.selection.reevaluate_every == 0};
+                            .reevaluation = it % config.selection.reevaluate_every == 0,
+                            .acc = stage.acc_for_collective(rank)};
     const std::shared_ptr<const SparseVector> result = algorithm.allreduce(comm, input, state.get(), record.sparse);
     charge_staging_copy(config, comm); // the result, as a dense vector, back to the device
     end_iteration(run, comm, start, record);

@@ -77,6 +77,21 @@ SparseVector SelectionStage::take_and_charge(Communicator& comm)
 void SelectionStage::prepare_rank(RankId rank, int iteration, std::vector<float>& gradient,
                                   const SparseVector* candidates, SparseVector& buffer)
 {
+  Prepared& prepared = prepared_[rank];
+  if (within_collective_) { // acc = residual + gradient (or the gradient), handed to the collective whole
+    std::vector<float>& acc = residuals_[rank];
+    if (keep_residual_) {
+      config_.gradients->generate(rank, iteration, gradient);
+      acc.resize(config_.workload.n, 0.0f);
+      for (std::size_t i = 0; i < acc.size(); ++i)
+        acc[i] += gradient[i];
+    } else {
+      acc.resize(config_.workload.n);
+      config_.gradients->generate(rank, iteration, acc);
+    }
+    prepared = {};
+    return;
+  }
   std::span<const float> acc;
   if (!candidates) {
     config_.gradients->generate(rank, iteration, gradient);
@@ -89,7 +104,6 @@ void SelectionStage::prepare_rank(RankId rank, int iteration, std::vector<float>
       acc = residual;
     }
   }
-  Prepared& prepared = prepared_[rank];
   prepared.traffic = {};
   LocalSelector& selector = selectors_[rank];
   const std::uint64_t k = config_.workload.k;
@@ -106,7 +120,7 @@ void SelectionStage::consume(RankId rank, const SparseVector& selection,
                              const std::shared_ptr<const SparseVector>& result, SparseAllreduce::ResidualRule rule,
                              bool reevaluation)
 {
-  if (!keep_residual_)
+  if (!keep_residual_ || rule == SparseAllreduce::ResidualRule::kept_by_algorithm)
     return;
   std::vector<float>& residual = residuals_[rank];
   if (reevaluation && config_.selection.reevaluation_residual == ReevaluationResidual::reference_searchsorted) {

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <memory>
+#include <span>
 #include <vector>
 
 namespace sparsim {
@@ -32,7 +33,9 @@ public:
       : config_(config)
       , keep_residual_(config.selection.residual == ResidualKind::dense)
       , candidates_(config.gradients->generates_candidates())
-      , residuals_(keep_residual_ ? config.ranks : 0)
+      , within_collective_(config.sparse_algorithm() && config.sparse_algorithm()->default_local_selection() ==
+                                                            SparseAllreduce::LocalSelection::within_collective)
+      , residuals_(keep_residual_ || within_collective_ ? config.ranks : 0)
       , selectors_(config.ranks, LocalSelector(config.selection))
       , prepared_(config.ranks)
   {
@@ -45,8 +48,15 @@ public:
   // Ranks prepared so far by the running prepare() (the run's progress display reads it from another thread).
   int ranks_prepared() const { return ranks_prepared_.load(std::memory_order_relaxed); }
 
-  // The rank's prepared selection, charged in simulated time by the compute model (phase "selection").
+  // The rank's prepared selection, charged in simulated time by the compute model (phase "selection"). Empty,
+  // at no cost, for a collective that selects within itself.
   SparseVector take_and_charge(Communicator& comm);
+  // For a collective that selects within itself (SparDL): the rank's acc, which the collective leaves as the
+  // residual (with selection.residual "none" the next iteration overwrites it). Empty for the others.
+  std::span<float> acc_for_collective(RankId rank)
+  {
+    return within_collective_ ? std::span<float>(residuals_[rank]) : std::span<float>();
+  }
 
   // Error feedback after the collective: the residual keeps acc minus what the algorithm consumed (at a
   // re-evaluation iteration, what selection.reevaluation_residual says) and minus what the selection dropped.
@@ -70,7 +80,8 @@ private:
   const ExperimentConfig& config_;
   bool keep_residual_;
   bool candidates_;
-  double floor_ = 0; // this iteration's candidate floor
+  bool within_collective_; // the collective selects from the acc (residuals_ holds it, residual or not)
+  double floor_ = 0;       // this iteration's candidate floor
   Seconds shared_seconds_ = 0;
   std::vector<std::vector<float>> residuals_; // [rank], allocated at the first sparse iteration
   std::vector<LocalSelector> selectors_;      // [rank]: the reused thresholds
