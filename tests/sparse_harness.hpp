@@ -100,15 +100,15 @@ inline std::vector<simgrid::s4u::Host*> star_hosts(int P)
   return hosts;
 }
 
-// selections[it][r] is rank r's local selection in iteration it. All ranks start each iteration together.
-// Iterations with it % reevaluate_every == 0 are threshold re-evaluation iterations. A reduction bandwidth
-// charges local work on received data (Communicator::charge_reduction); 0 leaves it free.
-inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<std::vector<SparseVector>>& selections,
-                            std::uint64_t n, std::uint64_t k, WireFormat wire = {}, int reevaluate_every = 1,
-                            BytesPerSecond reduction_bandwidth = 0)
+// Runs `iterations` iterations of `algorithm` on a star of P ranks. make_input(it, r) builds rank r's input of
+// iteration it (in its actor, just before the call); after(it, r, out) sees the outcome. All ranks start each
+// iteration together. A reduction bandwidth charges local work on received data (Communicator::charge_reduction);
+// 0 leaves it free.
+template <class MakeInput, class After>
+SparseRun run_iterations(const SparseAllreduce& algorithm, int P, std::size_t iterations, std::uint64_t n,
+                         WireFormat wire, BytesPerSecond reduction_bandwidth, MakeInput make_input, After after)
 {
   namespace sg4 = simgrid::s4u;
-  const int P = static_cast<int>(selections.at(0).size());
   const std::vector<sg4::Host*> hosts = star_hosts(P);
   sg4::Engine& engine = *sg4::Engine::get_instance();
 
@@ -117,26 +117,23 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
   world.set_reduction_bandwidth(reduction_bandwidth);
   SparseRun run;
   int finished = 0;
-  run.iterations.assign(selections.size(), std::vector<RankOutcome>(P));
+  run.iterations.assign(iterations, std::vector<RankOutcome>(P));
   for (int r = 0; r < P; ++r) {
     sg4::Actor::create("rank" + std::to_string(r), hosts[r], [&, r] {
       Communicator comm(world, r);
       auto state = algorithm.make_rank_state(r, P, n);
-      for (std::size_t it = 0; it < selections.size(); ++it) {
+      for (std::size_t it = 0; it < iterations; ++it) {
         world.align_ranks(r);
         comm.restart_phase_clock();
         const double start = sg4::Engine::get_clock();
         RankOutcome& out = run.iterations[it][r];
-        const SparseInput input{.iteration = static_cast<int>(it),
-                                .n = n,
-                                .k = k,
-                                .local_selection = std::make_shared<const SparseVector>(selections[it][r]),
-                                .reevaluation = static_cast<int>(it) % reevaluate_every == 0};
+        const SparseInput input = make_input(static_cast<int>(it), r);
         out.result = *algorithm.allreduce(comm, input, state.get(), out.report);
         comm.flush_phase_time();
         out.time = sg4::Engine::get_clock() - start;
         out.phases = world.take_stats(r);
         out.total = traffic_total(out.phases);
+        after(static_cast<int>(it), r, out);
       }
       ++finished;
     });
@@ -152,6 +149,58 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
   run.phase_names = world.phases().names();
   run.shared_results_computed = world.shared_results().computed();
   return run;
+}
+
+// selections[it][r] is rank r's local selection in iteration it. Iterations with it % reevaluate_every == 0 are
+// threshold re-evaluation iterations.
+inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<std::vector<SparseVector>>& selections,
+                            std::uint64_t n, std::uint64_t k, WireFormat wire = {}, int reevaluate_every = 1,
+                            BytesPerSecond reduction_bandwidth = 0)
+{
+  const int P = static_cast<int>(selections.at(0).size());
+  return run_iterations(
+      algorithm, P, selections.size(), n, wire, reduction_bandwidth,
+      [&](int it, int r) {
+        return SparseInput{.iteration = it,
+                           .n = n,
+                           .k = k,
+                           .local_selection = std::make_shared<const SparseVector>(selections[it][r]),
+                           .reevaluation = it % reevaluate_every == 0};
+      },
+      [](int, int, RankOutcome&) {});
+}
+
+// For a collective that selects within itself (SparDL): gradients[it][r] is rank r's dense gradient of iteration
+// it, added into the rank's acc (zero at first) before the call; the acc the call leaves is the rank's residual,
+// returned in residuals[it][r].
+struct WithinCollectiveRun {
+  SparseRun run;
+  std::vector<std::vector<std::vector<float>>> residuals; // [iteration][rank]
+};
+inline WithinCollectiveRun run_within_collective(const SparseAllreduce& algorithm,
+                                                 const std::vector<std::vector<std::vector<float>>>& gradients,
+                                                 std::uint64_t k, WireFormat wire = {},
+                                                 BytesPerSecond reduction_bandwidth = 0)
+{
+  const int P = static_cast<int>(gradients.at(0).size());
+  const std::uint64_t n = gradients.at(0).at(0).size();
+  std::vector<std::vector<float>> accs(P, std::vector<float>(n, 0.0f));
+  WithinCollectiveRun out;
+  out.residuals.assign(gradients.size(), std::vector<std::vector<float>>(P));
+  out.run = run_iterations(
+      algorithm, P, gradients.size(), n, wire, reduction_bandwidth,
+      [&](int it, int r) {
+        for (std::uint64_t i = 0; i < n; ++i)
+          accs[r][i] += gradients[it][r][i];
+        return SparseInput{.iteration = it,
+                           .n = n,
+                           .k = k,
+                           .local_selection = std::make_shared<const SparseVector>(),
+                           .reevaluation = true,
+                           .acc = accs[r]};
+      },
+      [&](int it, int r, RankOutcome&) { out.residuals[it][r] = accs[r]; });
+  return out;
 }
 
 } // namespace sparsim::testing

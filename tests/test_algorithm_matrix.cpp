@@ -65,6 +65,7 @@ const std::map<std::string, Claim> kClaims = {
     {"sparcml_dsar_split_allgather", Claim::exact},  // the same (per region: a tie stays sparse)
     {"oktopk", Claim::bound},                        // "upper bound, non-re-evaluation iteration"
     {"gaussiank", Claim::exact},                     // balanced input: every rank sends k pairs
+    {"spardl", Claim::exact},                        // one team: every block message holds k/P pairs
 };
 
 // Besides its defaults, an algorithm runs with these parameters too, with the closed form's claim for them
@@ -172,7 +173,7 @@ void check_dense(const Case& c, Claim claim)
 // Sparse: k = 4P, n = 2kP; rank r selects k/P = 4 entries in each region j = [2kj, 2k(j+1)), at offsets
 // 4r .. 4r+3, so selections are disjoint and spread evenly. Magnitudes are distinct (no ties in re-selection)
 // and the union sum is each value itself. Two iterations with the same selections: the first re-evaluates
-// thresholds, the second does not.
+// thresholds, the second does not (a collective that selects within itself runs the first only).
 void check_sparse(const Case& c, Claim claim)
 {
   const int P = c.ranks;
@@ -190,7 +191,20 @@ void check_sparse(const Case& c, Claim claim)
         union_sum[index] = value;
       }
   const auto algorithm = make_sparse_algorithm(c.params);
-  const SparseRun run = run_sparse(*algorithm, {selections, selections}, n, k, WireFormat{}, 2);
+  // A collective that selects within itself (SparDL) gets the selections as dense gradients, for one iteration:
+  // in a second the residual (what it dropped) would add to the same values.
+  const bool within_collective =
+      algorithm->default_local_selection() == SparseAllreduce::LocalSelection::within_collective;
+  SparseRun run;
+  if (within_collective) {
+    std::vector<std::vector<float>> gradients(P, std::vector<float>(n, 0.0f));
+    for (int r = 0; r < P; ++r)
+      for (std::size_t e = 0; e < selections[r].size(); ++e)
+        gradients[r][selections[r].indices[e]] = selections[r].values[e];
+    run = run_within_collective(*algorithm, {gradients}, k).run;
+  } else {
+    run = run_sparse(*algorithm, {selections, selections}, n, k, WireFormat{}, 2);
+  }
   const ClosedForm cf = algorithm->closed_form({P, n, k, WireFormat{}, kAlpha, 1.0 / kStarBandwidth});
 
   int checked_iterations = 0;

@@ -22,9 +22,13 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
   };
   double arrays = 0; // the residuals and dense vectors: arrays of known size, no margin needed
   if (config.is_sparse()) {
-    if (config.selection.residual == ResidualKind::dense) {
+    // A collective that selects within itself (SparDL) keeps every rank's dense acc, residual or not.
+    const auto* sparse = config.sparse_algorithm();
+    const bool within_collective =
+        sparse && sparse->default_local_selection() == SparseAllreduce::LocalSelection::within_collective;
+    if (config.selection.residual == ResidualKind::dense || within_collective) {
       arrays = P * n * 4;
-      add("residuals (P*n floats)", arrays);
+      add(within_collective ? "accs (P*n floats)" : "residuals (P*n floats)", arrays);
     }
     if (config.gradients->generates_candidates()) {
       // The iteration's mean and noise (2 n floats) and the candidate plan (an index, a mean and a noise per
