@@ -106,6 +106,7 @@ public:
         std::sort(by_magnitude.begin(), by_magnitude.end(),
                   [](auto a, auto b) { return std::fabs(a.second) > std::fabs(b.second); });
         for (std::size_t e = kb_; e < by_magnitude.size(); ++e) { // what was dropped
+          ++dropped_across_teams_;
           sum.erase(by_magnitude[e].first);
           for (int t = 0; t < d_; ++t)
             accs[t * Q_ + q][by_magnitude[e].first] += by_magnitude[e].second * (1.0f / static_cast<float>(d_));
@@ -119,7 +120,7 @@ public:
     return u;
   }
 
-  std::int64_t h(int q) const { return h_[q]; }
+  std::uint64_t dropped_across_teams() const { return dropped_across_teams_; }
 
 private:
   std::uint64_t begin(int b) const { return std::min<std::uint64_t>(n_, b * C_); }
@@ -148,6 +149,7 @@ private:
   std::uint64_t n_, kb_, C_;
   std::vector<std::int64_t> h_, step_;
   std::vector<bool> inertia_;
+  std::uint64_t dropped_across_teams_ = 0;
 };
 
 Gradients normal_gradients(int iterations, int P, std::uint64_t n, unsigned seed)
@@ -202,14 +204,15 @@ class SparDLShapes : public ::testing::TestWithParam<Shape> {};
 
 } // namespace
 
-// Random gradients, five iterations (h moves with d > 1), n = 1000 (with Q = 3, 6, 13, 17 the last block is
-// shorter), k = 50: every rank's U and residual equal the reference's exactly (the same float operations in
-// the same order), U is sorted and at most k, and sum_r acc_r = U + sum_r residual_r.
+// Random gradients, eight iterations, n = 4000 (with Q = 3, 6, 13, 17 the last block is shorter), k = 800: every
+// rank's U and residual equal the reference's exactly (the same float operations in the same order), U is sorted
+// and at most k, and sum_r acc_r = U + sum_r residual_r. With d > 1, h grows (its step is (k_b - h)/100 >= 1
+// here) until the sums of the shares exceed k_b and drop entries, which the test requires to happen.
 TEST_P(SparDLShapes, MatchesTheReferenceAndConservesTheGradient)
 {
   const auto [P, d] = GetParam();
-  const std::uint64_t n = 1000, k = 50;
-  const int iterations = 5;
+  const std::uint64_t n = 4000, k = 800;
+  const int iterations = 8;
   const Gradients gradients = normal_gradients(iterations, P, n, 7u + static_cast<unsigned>(P * 31 + d));
   const auto algorithm = spardl(d);
   const WithinCollectiveRun sim = run_within_collective(*algorithm, gradients, k);
@@ -244,6 +247,9 @@ TEST_P(SparDLShapes, MatchesTheReferenceAndConservesTheGradient)
       ASSERT_NEAR(sent_so_far[i] + kept, gradient_so_far[i], 1e-4 * (1 + std::fabs(gradient_so_far[i])))
           << "index " << i;
     }
+  }
+  if (d > 1) {
+    EXPECT_GT(reference.dropped_across_teams(), 0u) << "no sum of shares ever exceeded k_b";
   }
 }
 
