@@ -318,7 +318,8 @@ private:
 SPARSIM_ALGORITHM_FILE(spardl)
 {
   return {algorithm_entry<SparDL>(
-      SparDL::kName, "reduce-scatter re-sparsifying each block (k/P), residuals kept where dropped, allgather",
+      SparDL::kName,
+      "reduce-scatter re-sparsifying each block, residuals kept where dropped, allgather within teams (teams)",
       [](JsonReader& params) { return std::make_unique<SparDL>(static_cast<int>(params.get_int("teams", 1, 1))); })};
 }
 

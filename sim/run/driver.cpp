@@ -177,6 +177,9 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   out.verified = config.verify;
   if (!sparse_verifier)
     out.verification = "every rank's result equals the direct sum of all gradients";
+  else if (config.sparse_algorithm()->default_local_selection() == SparseAllreduce::LocalSelection::within_collective)
+    out.verification = "every rank holds the same result (the selection within the collective is checked against a "
+                       "reference by the tests)";
   else if (config.sparse_algorithm()->result_semantics() == SparseAllreduce::ResultSemantics::reselected)
     out.verification = "every rank holds the same result (the re-selection tree is checked by the tests)";
   else
