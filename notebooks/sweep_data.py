@@ -50,6 +50,8 @@ def variant_label(algorithm):
         if algorithm.get("balancing") is False:
             off.append("no data balancing")
         label += f" ({', '.join(off)})" if off else ""
+    if label == "spardl" and algorithm.get("teams", 1) > 1:
+        label += f" ({algorithm['teams']} teams)"
     return label
 
 
@@ -145,7 +147,7 @@ def time_to_target(curves, target):
 
 WORKLOADS = {"vgg16": "VGG-16", "lstm_an4": "LSTM", "bert_base": "BERT-base"}
 STUDY_VARIANTS = ["dense_ring", "dense_rabenseifner", "topka", "gtopk", "sparcml_dsar_split_allgather", "gaussiank",
-                  "oktopk", "oktopk (no data balancing)"]
+                  "spardl", "oktopk", "oktopk (no data balancing)"]
 
 
 def study_dir(variable="SPARSIM_OKTOPK_DIR", default="../results/oktopk"):
