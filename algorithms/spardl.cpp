@@ -28,9 +28,11 @@
 // paper's 4k(P-1)/P words counts an index and a value as two words). Teams shorten the latency to 2R + D rounds
 // of the smaller Q and add phase 2's bytes.
 //
-// The block selections are local work between messages: each is charged under compute.reduction as one read
-// of the block and its pairs written, each received pair added into acc as 16 bytes (a pair read, a float
-// read and written). The driver's selection phase costs nothing for SparDL.
+// The block selections are the local top-k moved into the collective: each is charged as phase "selection"
+// under compute.selection, as the driver's exact top-k is (one read of the block, the pairs written; a rank
+// selects each of the Q blocks once, 4n + 8 Q k_b bytes with d = 1, plus its top-h with teams). Received
+// pairs added into acc (16 bytes a pair: a pair read, a float read and written) and the sums across teams are
+// reductions, under compute.reduction. The driver's own selection phase costs nothing for SparDL.
 //
 // LIMITATIONS (against the paper and the public code):
 // - the public code sends the blocks of a round one after another (Q-1 steps of three messages each: indices,
@@ -107,11 +109,11 @@ struct SparDLState final : SparseRankState {
 };
 
 // The top-`k` of acc over [begin, end) by magnitude (global indices), zeroed in acc, which keeps the rest.
-// Charged as one read of the block and the pairs written.
+// Charged under compute.selection as the driver's exact top-k is: one read of the block and the pairs written.
 std::shared_ptr<const SparseVector> take_top(Communicator& comm, std::span<float> acc, std::uint64_t begin,
                                              std::uint64_t end, std::uint64_t k)
 {
-  return reduce_charged(comm, [&] {
+  return select_charged(comm, [&] {
     const std::span<float> block = acc.subspan(begin, end - begin);
     auto top = std::make_shared<SparseVector>(select_topk(block, k));
     for (Index& i : top->indices) {

@@ -24,8 +24,8 @@ template <class T> using Gathered = std::vector<std::shared_ptr<const T>>; // in
 // such work through reduce_charged, whose work function must say what it cost: it returns the traffic
 // (Bytes), or a Reduced{result, traffic}. The step runs the work, then charges the traffic, then returns the
 // result, so the work cannot be done without its charge. The work's own temporaries (a received set, an
-// intermediate sum) are released before the charged time passes. Algorithms call charge_reduction only
-// through these steps.
+// intermediate sum) are released before the charged time passes. Algorithms call charge_reduction (and
+// charge_selection) only through these steps.
 template <class R> struct Reduced {
   R result;
   Bytes traffic = 0;
@@ -47,6 +47,17 @@ template <class Work> auto reduce_charged(Communicator& comm, Work&& work)
     comm.charge_reduction(out.traffic);
     return std::move(out.result);
   }
+}
+
+// A selection inside the collective (SparDL's block top-k from the acc) is charged as the driver's local
+// selection is (compute.selection, Communicator::charge_selection), by the same construction: the work returns
+// Reduced{result, traffic}.
+template <class Work> auto select_charged(Communicator& comm, Work&& work)
+{
+  auto out = work();
+  static_assert(is_reduced_v<decltype(out)>, "the work returns Reduced{result, traffic}");
+  comm.charge_selection(out.traffic);
+  return std::move(out.result);
 }
 
 // Dense: data[begin + i] += block[i], charged as two fp32 read and one written per entry.

@@ -102,11 +102,12 @@ inline std::vector<simgrid::s4u::Host*> star_hosts(int P)
 
 // Runs `iterations` iterations of `algorithm` on a star of P ranks. make_input(it, r) builds rank r's input of
 // iteration it (in its actor, just before the call); after(it, r, out) sees the outcome. All ranks start each
-// iteration together. A reduction bandwidth charges local work on received data (Communicator::charge_reduction);
-// 0 leaves it free.
+// iteration together. A reduction bandwidth charges local work on received data (Communicator::charge_reduction),
+// a selection bandwidth selections inside the collective (Communicator::charge_selection); 0 leaves it free.
 template <class MakeInput, class After>
 SparseRun run_iterations(const SparseAllreduce& algorithm, int P, std::size_t iterations, std::uint64_t n,
-                         WireFormat wire, BytesPerSecond reduction_bandwidth, MakeInput make_input, After after)
+                         WireFormat wire, BytesPerSecond reduction_bandwidth, BytesPerSecond selection_bandwidth,
+                         MakeInput make_input, After after)
 {
   namespace sg4 = simgrid::s4u;
   const std::vector<sg4::Host*> hosts = star_hosts(P);
@@ -115,6 +116,7 @@ SparseRun run_iterations(const SparseAllreduce& algorithm, int P, std::size_t it
   SimGridTransport transport(hosts);
   World world(transport, P, wire);
   world.set_reduction_bandwidth(reduction_bandwidth);
+  world.set_selection_bandwidth(selection_bandwidth);
   SparseRun run;
   int finished = 0;
   run.iterations.assign(iterations, std::vector<RankOutcome>(P));
@@ -159,7 +161,7 @@ inline SparseRun run_sparse(const SparseAllreduce& algorithm, const std::vector<
 {
   const int P = static_cast<int>(selections.at(0).size());
   return run_iterations(
-      algorithm, P, selections.size(), n, wire, reduction_bandwidth,
+      algorithm, P, selections.size(), n, wire, reduction_bandwidth, 0,
       [&](int it, int r) {
         return SparseInput{.iteration = it,
                            .n = n,
@@ -180,7 +182,8 @@ struct WithinCollectiveRun {
 inline WithinCollectiveRun run_within_collective(const SparseAllreduce& algorithm,
                                                  const std::vector<std::vector<std::vector<float>>>& gradients,
                                                  std::uint64_t k, WireFormat wire = {},
-                                                 BytesPerSecond reduction_bandwidth = 0)
+                                                 BytesPerSecond reduction_bandwidth = 0,
+                                                 BytesPerSecond selection_bandwidth = 0)
 {
   const int P = static_cast<int>(gradients.at(0).size());
   const std::uint64_t n = gradients.at(0).at(0).size();
@@ -188,7 +191,7 @@ inline WithinCollectiveRun run_within_collective(const SparseAllreduce& algorith
   WithinCollectiveRun out;
   out.residuals.assign(gradients.size(), std::vector<std::vector<float>>(P));
   out.run = run_iterations(
-      algorithm, P, gradients.size(), n, wire, reduction_bandwidth,
+      algorithm, P, gradients.size(), n, wire, reduction_bandwidth, selection_bandwidth,
       [&](int it, int r) {
         for (std::uint64_t i = 0; i < n; ++i)
           accs[r][i] += gradients[it][r][i];

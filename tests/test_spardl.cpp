@@ -338,6 +338,20 @@ TEST(SparDLClosedForm, ThreeTeamsOfFour) { expect_closed_form(12, 3, team_disjoi
 
 TEST(SparDLClosedForm, ThreeTeamsOfTwo) { expect_closed_form(6, 3, team_disjoint_gradients(6, 3, 2400), 240); }
 
+// The block selections are charged as the driver's exact top-k (4 bytes per entry read, 8 per pair written) at
+// the selection bandwidth: with one team a rank selects each of the Q blocks once, 4n + 8 Q k_b bytes.
+TEST(SparDL, ChargesItsBlockSelectionsAsSelection)
+{
+  const int P = 6;
+  const std::uint64_t n = 6000, k = 600;
+  const double bandwidth = 1e9;
+  const WithinCollectiveRun sim =
+      run_within_collective(*spardl(1), normal_gradients(1, P, n, 4), k, WireFormat{}, 0, bandwidth);
+  for (int r = 0; r < P; ++r)
+    EXPECT_NEAR(sim.run.phase(0, r, "selection").time, (4.0 * n + 8.0 * P * (k / P)) / bandwidth, 1e-15)
+        << "rank " << r;
+}
+
 // h on a hand-made input: P = 2 in two teams of one (Q = 1, k_b = k = 200), so h starts at 100 with a step of
 // (200 - 100) / 100 = 1. The ranks' largest entries, each iteration far above what the residual holds, sit on
 // the same indices ("overlap": the sum of the two top-h holds h entries) or on different ones ("disjoint": 2h).
@@ -397,8 +411,8 @@ TEST(SparDL, AdaptsItsShareAsThePublicCode)
 }
 
 // The config rules: teams must divide P; the collective selects, so no other selection policy, no other top-k
-// rule and no candidates generation (which has no dense acc); the memory estimate counts the P dense accs even
-// without a residual.
+// rule, no candidates generation (which has no dense acc) and no measured selection time; the memory estimate counts
+// the P dense accs even without a residual.
 TEST(SparDLConfig, RefusesWhatItCannotRun)
 {
   const nlohmann::json good = {
@@ -428,6 +442,8 @@ TEST(SparDLConfig, RefusesWhatItCannotRun)
   refused_at(with("selection", {{"policy", "gaussian"}}), "selection.policy", "gaussian");
   refused_at(with("gradients", {{"source", "calibrated"}, {"model", "vgg16"}, {"generation", "candidates"}}),
              "gradients.generation", "candidates");
+  refused_at(with("compute", {{"selection", "measured"}}), "compute.selection", "measured");
+  refused_at(with("selection", {{"top_k", "strictly_above_kth"}}), "selection.top_k", "strictly_above_kth");
 
   nlohmann::json no_residual = with("selection", {{"residual", "none"}});
   const MemoryEstimate estimate = estimate_memory(parse_config(no_residual, SPARSIM_SOURCE_DIR));

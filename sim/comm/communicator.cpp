@@ -128,6 +128,13 @@ void Communicator::charge_reduction(Bytes bytes)
     spend("reduction", static_cast<double>(bytes) / bandwidth);
 }
 
+void Communicator::charge_selection(Bytes bytes)
+{
+  const BytesPerSecond bandwidth = world_.selection_bandwidth();
+  if (bandwidth > 0 && bytes > 0)
+    spend("selection", static_cast<double>(bytes) / bandwidth);
+}
+
 void Communicator::spend(std::string_view phase_name, Seconds duration)
 {
   if (duration > 0) {

@@ -122,6 +122,9 @@ public:
   // in simulated time as phase "reduction" at the World's reduction bandwidth, nothing when that is free.
   // Every rank that would do the work charges it, also where the result is computed once for all.
   void charge_reduction(Bytes bytes);
+  // A selection inside the collective (a block's top-k) that moves `bytes` through memory: charged as phase
+  // "selection" at the World's selection bandwidth, nothing when that is free.
+  void charge_selection(Bytes bytes);
 
   // Phases: `auto scope = comm.phase("reduce_scatter");` attributes traffic and time to the phase until
   // the scope ends, then returns to the enclosing phase.

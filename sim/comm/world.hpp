@@ -36,6 +36,10 @@ public:
   // memory traffic per second, 0 when that work is free in simulated time.
   void set_reduction_bandwidth(BytesPerSecond bandwidth) { reduction_bandwidth_ = bandwidth; }
   BytesPerSecond reduction_bandwidth() const { return reduction_bandwidth_; }
+  // The rate of a selection done inside a collective (SparDL's block top-k), charged as the driver's local
+  // selection is (compute.selection): bytes of memory traffic per second, 0 when selection is free.
+  void set_selection_bandwidth(BytesPerSecond bandwidth) { selection_bandwidth_ = bandwidth; }
+  BytesPerSecond selection_bandwidth() const { return selection_bandwidth_; }
 
   Transport& transport() { return transport_; }
   Matcher& matcher() { return matcher_; }
@@ -62,6 +66,7 @@ private:
   int ranks_;
   WireFormat wire_;
   BytesPerSecond reduction_bandwidth_ = 0;
+  BytesPerSecond selection_bandwidth_ = 0;
   Matcher matcher_;
   PhaseNames phases_;
   TrafficStats traffic_;

@@ -138,6 +138,10 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
                           "\"",
                       "\"selected_in_result\": only oktopk has re-evaluation iterations that consume from U");
   config.compute = parse_compute(root.optional_object("compute"));
+  if (within_collective && config.compute.selection == SelectionCharge::measured)
+    throw ConfigError("compute.selection", "\"measured\"",
+                      "\"memory_bandwidth\" or \"free\": " + config.algorithm->name() +
+                          " selects within the collective, where host time is not measured");
   if (config.compute.training == TrainingCharge::model) {
     const auto step = config.gradients->forward_backward_time();
     if (!step)

@@ -133,10 +133,12 @@ struct SelectionTraffic {
 // - training: the forward and backward pass that produce the gradient, charged at the start of every
 //   iteration (dense warm-up ones too) as phase "compute": "none" (not at all), "model" (the training step
 //   time of the gradient source's model table, configs/models/), or "fixed" (`forward_backward`);
-// - selection (sparse iterations, phase "selection"): "free"; "memory_bandwidth": the kernel's memory
+// - selection (sparse iterations, phase "selection"; also the block top-k a collective that selects within
+//   itself makes from the acc, SparDL): "free"; "memory_bandwidth": the kernel's memory
 //   traffic over a device's memory bandwidth (default: an NVIDIA P100's 732 GB/s HBM2, the Piz Daint GPU,
 //   NVIDIA P100 datasheet), i.e. a memory-bound kernel at full speed; "measured": this host's measured kernel
-//   time times `measured_scale` (not deterministic: results vary from run to run; manifests say so);
+//   time times `measured_scale` (not deterministic: results vary from run to run; manifests say so; not for
+//   SparDL, whose selections happen inside the collective);
 // - staging (phase "staging"): "none", or "pcie": the dense gradient (4 bytes per entry) copied from the
 //   device to the host before the collective and the dense result back after it, each over
 //   `pcie_bandwidth`, as the reference implementation did (its collectives work on host arrays);
@@ -172,6 +174,12 @@ struct ComputeModel {
   BytesPerSecond charged_reduction_bandwidth() const
   {
     return reduction == ReductionCharge::free ? 0 : reduction_bandwidth;
+  }
+  // The bandwidth a selection inside a collective is charged at: memory_bandwidth under "memory_bandwidth",
+  // else 0 (free; "measured" is refused for such collectives).
+  BytesPerSecond charged_selection_bandwidth() const
+  {
+    return selection == SelectionCharge::memory_bandwidth ? memory_bandwidth : 0;
   }
   // One copy of an n-entry fp32 vector between device and host ("pcie" staging), else 0.
   Seconds staging_copy_time(std::uint64_t n) const;
