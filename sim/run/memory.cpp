@@ -8,6 +8,15 @@
 #include <unistd.h>
 
 namespace sparsim {
+namespace {
+
+bool within_collective(const ExperimentConfig& config)
+{
+  const auto* sparse = config.sparse_algorithm();
+  return sparse && sparse->default_local_selection() == SparseAllreduce::LocalSelection::within_collective;
+}
+
+} // namespace
 
 MemoryEstimate estimate_memory(const ExperimentConfig& config)
 {
@@ -23,12 +32,9 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
   double arrays = 0; // the residuals and dense vectors: arrays of known size, no margin needed
   if (config.is_sparse()) {
     // A collective that selects within itself (SparDL) keeps every rank's dense acc, residual or not.
-    const auto* sparse = config.sparse_algorithm();
-    const bool within_collective =
-        sparse && sparse->default_local_selection() == SparseAllreduce::LocalSelection::within_collective;
-    if (config.selection.residual == ResidualKind::dense || within_collective) {
+    if (config.selection.residual == ResidualKind::dense || within_collective(config)) {
       arrays = P * n * 4;
-      add(within_collective ? "accs (P*n floats)" : "residuals (P*n floats)", arrays);
+      add(within_collective(config) ? "accs (P*n floats)" : "residuals (P*n floats)", arrays);
     }
     if (config.gradients->generates_candidates()) {
       // The iteration's mean and noise (2 n floats) and the candidate plan (an index, a mean and a noise per
@@ -90,7 +96,8 @@ void check_memory(const ExperimentConfig& config)
                                   "machine's {}{}",
                                   format_bytes(estimate.bytes), estimate.breakdown,
                                   format_bytes(physical_memory_bytes()),
-                                  config.is_sparse() && config.selection.residual == ResidualKind::dense
+                                  config.is_sparse() && config.selection.residual == ResidualKind::dense &&
+                                          !within_collective(config)
                                       ? "; selection.residual \"none\" keeps no residual (docs/scale.md)"
                                       : ""));
 }
