@@ -1,5 +1,6 @@
 // The link-level model (sim/network/link_level/) against its own arithmetic and against SimGrid's flow
 // model (CM02, no cross traffic), the reference: lone messages exactly, contended patterns on their makespan.
+#include "pattern_harness.hpp"
 #include "sim/comm/matcher.hpp"
 #include "sim/network/link_level/link_model.hpp"
 #include "sim/network/link_level/transport.hpp"
@@ -142,61 +143,12 @@ const std::filesystem::path kConfigs = std::filesystem::path(SPARSIM_SOURCE_DIR)
 std::unique_ptr<Topology> load(const json& spec) { return parse_topology(JsonReader(spec, "topology"), kConfigs); }
 
 using sparsim::testing::first_nodes;
+using sparsim::testing::PatternMessage;
+using sparsim::testing::run_pattern;
 using sparsim::testing::small_dragonfly_spec;
 using sparsim::testing::star_spec;
 // Four nodes per leaf switch and one uplink each: 4:1 oversubscribed at the first level.
 json oversubscribed_fat_tree_spec() { return sparsim::testing::small_fat_tree_spec(); }
-
-// One message of a pattern. A rank posts its messages wave by wave: all of wave w at once, then it waits for
-// them all before posting wave w + 1 (as the algorithms' exchanges in waves do).
-struct PatternMessage {
-  RankId source = 0;
-  RankId dest = 0;
-  Bytes bytes = 0;
-  int wave = 0;
-};
-
-// When each message's receive completed, from the pattern's start, under one network model.
-std::vector<Seconds> run_pattern(Transport& transport, const std::vector<simgrid::s4u::Host*>& rank_hosts,
-                                 const std::vector<PatternMessage>& messages)
-{
-  const int P = static_cast<int>(rank_hosts.size());
-  Matcher matcher(P);
-  std::vector<Seconds> arrival(messages.size(), -1);
-  int waves = 0;
-  for (const auto& m : messages)
-    waves = std::max(waves, m.wave + 1);
-  const Seconds start = transport.now();
-  run_rank_actors(rank_hosts, [&](RankId rank) {
-    for (int wave = 0; wave < waves; ++wave) {
-      std::vector<std::pair<std::size_t, MessagePtr>> receives;
-      std::vector<MessagePtr> sends;
-      for (std::size_t i = 0; i < messages.size(); ++i) {
-        const PatternMessage& m = messages[i];
-        const Tag tag = static_cast<Tag>(i);
-        if (m.wave != wave)
-          continue;
-        if (m.source == rank)
-          sends.push_back(transport.post_send(
-              [&](MessagePtr fresh) { return matcher.pair_send(m.source, m.dest, tag, std::move(fresh)); },
-              Outgoing{.source = m.source, .dest = m.dest, .bytes = m.bytes, .payload = nullptr}));
-        if (m.dest == rank)
-          receives.emplace_back(
-              i, transport.post_receive(
-                     [&](MessagePtr fresh) { return matcher.pair_receive(m.dest, m.source, tag, std::move(fresh)); },
-                     rank));
-      }
-      for (auto& [index, message] : receives) {
-        transport.wait(*message, true);
-        arrival[index] = transport.now() - start;
-      }
-      for (auto& message : sends)
-        transport.wait(*message, false);
-    }
-    transport.rank_finished(rank);
-  });
-  return arrival;
-}
 
 // A pattern under both models, in one process: the link-level model first (SimGrid's clock stays at 0 in it),
 // then SimGrid's flows on the topology's platform.
@@ -312,7 +264,7 @@ void expect_makespans_close(const json& spec, int P, const std::vector<PatternMe
   const LinkRoute route = link_route(*topology, first_nodes(static_cast<std::size_t>(P)), graph.edge_count());
   for (const auto& m : messages) {
     std::vector<std::size_t> slots;
-    route(m.source, m.dest, slots);
+    route.find(m.source, m.dest, 0, slots); // minimal routes: the same for every message
     for (std::size_t slot : slots)
       busy[slot] += static_cast<double>(m.bytes) / links[slot].bandwidth;
   }

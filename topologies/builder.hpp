@@ -28,6 +28,9 @@ nlohmann::json link_spec_json(const LinkSpec& spec);
 // Reads a count key in [1, max] (sizes are never zero).
 std::size_t read_count(JsonReader& reader, std::string_view key, std::size_t max,
                        std::optional<std::int64_t> fallback = std::nullopt);
+// topology.routing of a dragonfly (inline or beside a platform file).
+inline const std::vector<std::string> kDragonflyRoutings = {"minimal", "valiant"};
+
 // Largest platform we build (compute nodes); a guard against typos that would exhaust memory.
 constexpr std::size_t kMaxNodes = std::size_t{1} << 22;
 

@@ -9,11 +9,19 @@
 //   chassis i % chassis, slot i / chassis, where i = m mod (chassis * routers): consecutive links land in
 //   different chassis and the ports spread over all routers as in Cray's wiring, at most `global_ports` per
 //   router (Aries: 10).
-// Routing is static and minimal (at most one global link): within a group, the green hop first, then the
-// black one; between groups, the global link k whose two routers are nearest to source and destination
-// (fewest intra-group hops), ties broken by a fixed hash of the node pair so that parallel global links share
-// the load. Every link is split-duplex with its own bandwidth per direction. Routes are computed by this file
-// in O(global_links) per message (builder.hpp); nothing is stored per node pair.
+// Routing ("routing"), computed by this file in O(global_links) per message; nothing is stored per node pair:
+// - "minimal" (the default; static, at most one global link): within a group, the green hop first, then the
+//   black one; between groups, the global link k whose two routers are nearest to source and destination
+//   (fewest intra-group hops), ties broken by a fixed hash of the node pair so that parallel global links
+//   share the load;
+// - "valiant" (Valiant's randomised routing as Kim et al., ISCA 2008, apply it to the dragonfly; link-level
+//   model only): a message between two groups goes minimally to an intermediate group, drawn per message
+//   from a hash of the message (the run's seed, its source, its number) among the other groups, then
+//   minimally on to its destination: two global links, the load of any pattern spread over all groups. A
+//   message between two routers of one group goes through an intermediate router of the group drawn the same
+//   way (Aries' non-minimal routes inside a group, Alverson et al. 2012): up to four router-to-router hops
+//   instead of two. With fewer than three groups (or routers in a group) there is no third to go through.
+// Every link is split-duplex with its own bandwidth per direction.
 //
 // We build our own zone instead of SimGrid's create_dragonfly_zone (3.32) because that one puts every global
 // link on chassis 0 (all traffic between two groups on one merged link, a hot spot), gives all levels one
@@ -23,8 +31,11 @@
 // Config: see docs/platforms.md and configs/platforms/piz_daint.json.
 //
 // LIMITATIONS
-// - Static minimal routing: Aries routes adaptively per packet, including non-minimal (Valiant) routes through
-//   a third group, so adversarial patterns are slower here and hot links are not relieved.
+// - Minimal or Valiant routing per message, not Aries' adaptive choice per packet between them (UGAL): under
+//   "minimal" adversarial patterns are slower than on Aries and hot links are not relieved; under "valiant"
+//   uniform traffic pays two global links where one would do.
+// - Valiant's intermediate is a group, entered and left at the routers nearest the route (Kim et al. draw an
+//   intermediate router), and a message keeps its route for all its bytes (Aries chooses per packet).
 // - Parallel cables between two routers ("cables", e.g. Aries' 3 black cables) are merged into one link with
 //   cables x bandwidth; SimGrid shares it as one resource.
 // - Global link placement is a fixed round-robin, not a particular machine's cabling.
@@ -36,6 +47,8 @@
 #include <fmt/format.h>
 #include <limits>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 namespace sparsim {
 namespace {
@@ -110,37 +123,97 @@ struct DragonflyShape {
                 from.chassis < to.chassis);
   }
 
+  // Where node `node` sits: its group and its router's slot there.
+  struct Place {
+    std::size_t group = 0;
+    Slot slot;
+  };
+  Place place(std::size_t node) const
+  {
+    const std::size_t router = node / nodes;
+    return {router / routers_per_group(), {(router / routers) % chassis, router % routers}};
+  }
+
+  // The global link between groups a and b with the fewest intra-group hops from `from` (in a) and to `to`
+  // (in b; any router of b when null); the scan starts at `start`, so that ties spread over parallel links.
+  std::size_t nearest_global(std::size_t a, Slot from, std::size_t b, const Slot* to, std::uint64_t start) const
+  {
+    start %= global_links;
+    std::size_t best = start;
+    std::size_t best_cost = std::numeric_limits<std::size_t>::max();
+    for (std::size_t i = 0; i < global_links && best_cost > 0; ++i) {
+      const std::size_t k = (start + i) % global_links;
+      const std::size_t cost = distance(from, gateway(a, b, k)) + (to ? distance(gateway(b, a, k), *to) : 0);
+      if (cost < best_cost) {
+        best = k;
+        best_cost = cost;
+      }
+    }
+    return best;
+  }
+
+  // From router `from` of group a over global link k to group b: the hops inside a, then the global link.
+  // Returns the router of b the route arrives at.
+  Slot cross(std::size_t a, Slot from, std::size_t b, std::size_t k, HopList& hops) const
+  {
+    route_in_group(a, from, gateway(a, b, k), hops);
+    hops.push(global_link(std::min(a, b), std::max(a, b), k), a < b);
+    return gateway(b, a, k);
+  }
+
   void route(std::size_t src, std::size_t dst, HopList& hops) const
   {
-    const std::size_t src_router = src / nodes;
-    const std::size_t dst_router = dst / nodes;
-    const std::size_t src_group = src_router / routers_per_group();
-    const std::size_t dst_group = dst_router / routers_per_group();
-    const Slot src_slot{(src_router / routers) % chassis, src_router % routers};
-    const Slot dst_slot{(dst_router / routers) % chassis, dst_router % routers};
-
+    const Place from = place(src), to = place(dst);
     hops.push(src, true);
-    if (src_group == dst_group) {
-      route_in_group(src_group, src_slot, dst_slot, hops);
+    if (from.group == to.group) {
+      route_in_group(from.group, from.slot, to.slot, hops);
     } else {
-      // The global link with the fewest intra-group hops; the scan starts at a hash of the node pair.
-      const std::size_t start = mix(src * node_count() + dst) % global_links;
-      std::size_t best = start;
-      std::size_t best_cost = std::numeric_limits<std::size_t>::max();
-      for (std::size_t i = 0; i < global_links && best_cost > 0; ++i) {
-        const std::size_t k = (start + i) % global_links;
-        const std::size_t cost =
-            distance(src_slot, gateway(src_group, dst_group, k)) + distance(gateway(dst_group, src_group, k), dst_slot);
-        if (cost < best_cost) {
-          best = k;
-          best_cost = cost;
-        }
-      }
-      route_in_group(src_group, src_slot, gateway(src_group, dst_group, best), hops);
-      hops.push(global_link(std::min(src_group, dst_group), std::max(src_group, dst_group), best),
-                src_group < dst_group);
-      route_in_group(dst_group, gateway(dst_group, src_group, best), dst_slot, hops);
+      const std::size_t k = nearest_global(from.group, from.slot, to.group, &to.slot, mix(src * node_count() + dst));
+      route_in_group(to.group, cross(from.group, from.slot, to.group, k, hops), to.slot, hops);
     }
+    hops.push(dst, false);
+  }
+
+  // Valiant: minimally to an intermediate drawn from `message` (a router of the group for a message within a
+  // group, else a group), then minimally to the destination.
+  void route_valiant(std::size_t src, std::size_t dst, std::uint64_t message, HopList& hops) const
+  {
+    const Place from = place(src), to = place(dst);
+    const std::uint64_t draw = mix(message);
+    const std::size_t src_router = src / nodes, dst_router = dst / nodes;
+    if (from.group == to.group) {
+      if (src_router == dst_router || routers_per_group() < 3) {
+        route(src, dst, hops);
+        return;
+      }
+      // One of the group's other routers, skipping the source's and the destination's.
+      const std::size_t first = from.group * routers_per_group();
+      std::size_t via = draw % (routers_per_group() - 2);
+      for (std::size_t skipped : {std::min(src_router, dst_router) - first, std::max(src_router, dst_router) - first})
+        if (via >= skipped)
+          ++via;
+      const Slot middle{via / routers, via % routers};
+      hops.push(src, true);
+      route_in_group(from.group, from.slot, middle, hops);
+      route_in_group(from.group, middle, to.slot, hops);
+      hops.push(dst, false);
+      return;
+    }
+    if (groups < 3) {
+      route(src, dst, hops);
+      return;
+    }
+    // The intermediate: one of the groups - 2 others, skipping the source's and the destination's.
+    std::size_t via = draw % (groups - 2);
+    for (std::size_t skipped : {std::min(from.group, to.group), std::max(from.group, to.group)})
+      if (via >= skipped)
+        ++via;
+    const std::size_t start = mix(draw); // ties among parallel global links, per message
+    hops.push(src, true);
+    const Slot entry =
+        cross(from.group, from.slot, via, nearest_global(from.group, from.slot, via, nullptr, start), hops);
+    const Slot arrival = cross(via, entry, to.group, nearest_global(via, entry, to.group, &to.slot, start), hops);
+    route_in_group(to.group, arrival, to.slot, hops);
     hops.push(dst, false);
   }
 
@@ -161,10 +234,11 @@ struct DragonflyLinks {
 
 class DragonflyTopology : public Topology {
 public:
-  DragonflyTopology(DragonflyShape shape, std::size_t global_ports, DragonflyLinks links)
+  DragonflyTopology(DragonflyShape shape, std::size_t global_ports, DragonflyLinks links, std::string routing)
       : shape_(shape)
       , global_ports_(global_ports)
       , links_(links)
+      , routing_(std::move(routing))
   {
   }
 
@@ -211,6 +285,15 @@ public:
   }
 
   void route(std::size_t src, std::size_t dst, HopList& hops) const override { shape_.route(src, dst, hops); }
+  bool routes_per_message() const override { return routing_ == "valiant"; }
+  void route_message(std::size_t src, std::size_t dst, std::uint64_t message, HopList& hops) const override
+  {
+    if (routing_ == "valiant")
+      shape_.route_valiant(src, dst, message, hops);
+    else
+      shape_.route(src, dst, hops);
+  }
+  std::string routing() const override { return routing_; }
 
   nlohmann::json to_json() const override
   {
@@ -222,20 +305,22 @@ public:
     links["intra_group"]["cables"] = links_.intra_group_cables;
     return {{"type", "dragonfly"},           {"groups", shape_.groups}, {"chassis", shape_.chassis},
             {"routers", shape_.routers},     {"nodes", shape_.nodes},   {"global_links", shape_.global_links},
-            {"global_ports", global_ports_}, {"links", links}};
+            {"global_ports", global_ports_}, {"links", links},          {"routing", routing_}};
   }
 
   std::string describe() const override
   {
     return fmt::format("dragonfly {} groups x {} chassis x {} routers x {} nodes ({} nodes), {} global links per "
-                       "group pair",
-                       shape_.groups, shape_.chassis, shape_.routers, shape_.nodes, node_count(), shape_.global_links);
+                       "group pair{}",
+                       shape_.groups, shape_.chassis, shape_.routers, shape_.nodes, node_count(), shape_.global_links,
+                       routing_ == "minimal" ? "" : ", " + routing_ + " routing");
   }
 
 private:
   DragonflyShape shape_;
   std::size_t global_ports_;
   DragonflyLinks links_;
+  std::string routing_; // "minimal" or "valiant"
 };
 
 // Reads one link class; `cables` (parallel cables merged into one link) only where allowed.
@@ -281,7 +366,8 @@ std::unique_ptr<Topology> parse_dragonfly(JsonReader& spec)
   links.intra_group = read_level(levels, "intra_group", &links.intra_group_cables);
   links.global = read_level(levels, "global");
   levels.finish();
-  return std::make_unique<DragonflyTopology>(shape, global_ports, links);
+  const std::string routing = spec.get_enum("routing", kDragonflyRoutings, "minimal");
+  return std::make_unique<DragonflyTopology>(shape, global_ports, links, routing);
 }
 
 } // namespace sparsim

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <stdexcept>
 
@@ -54,6 +55,10 @@ std::unique_ptr<Topology> parse_topology(JsonReader topology, const std::filesys
   if (topology.has("type"))
     topology.fail("type", topology.raw("type"), "no \"type\" next to \"file\" (the platform file gives the type)");
   const std::string file = topology.get_string("file");
+  // The routing rule may be chosen beside a platform file (the same platform, routed otherwise).
+  std::optional<std::string> routing;
+  if (topology.has("routing"))
+    routing = topology.get_enum("routing", kDragonflyRoutings);
   topology.finish();
 
   const std::filesystem::path candidates[] = {config_dir / file, data_dir() / "configs" / file};
@@ -71,6 +76,12 @@ std::unique_ptr<Topology> parse_topology(JsonReader topology, const std::filesys
     document = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& error) {
     topology.fail("file", file, fmt::format("a readable JSON file ({}: {})", found->string(), error.what()));
+  }
+  if (routing) {
+    if (!document.is_object() || document.value("type", nlohmann::json()) != "dragonfly")
+      topology.fail("routing", fmt::format("\"{}\"", *routing),
+                    fmt::format("no \"routing\" beside a platform that is not a dragonfly ({})", file));
+    document["routing"] = *routing;
   }
   // Errors inside the file name it: "topology(platforms/piz_daint.json).groups".
   JsonReader spec(document, fmt::format("{}({})", topology.path(), file));

@@ -8,7 +8,8 @@
 // checks that SimGrid's routes are exactly route()'s.
 //
 // LIMITATIONS
-// - Static minimal routing: a node pair always uses the same links.
+// - Static minimal routing by default: a node pair always uses the same links. The dragonfly's "valiant"
+//   routing (topology.routing, link-level model only) picks a route per message.
 // - A message from a node to itself crosses no topology link (SimGrid's "__loopback__" link).
 #pragma once
 
@@ -17,6 +18,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -67,6 +69,16 @@ public:
   // Example, the star of star.cpp (link i is node i's link to the crossbar): route(2, 5) is
   // {link 2 up, link 5 down}, i.e. "node2_crossbar_UP", "node5_crossbar_DOWN" in SimGrid's names.
   virtual void route(std::size_t src, std::size_t dst, HopList& hops) const = 0;
+  // The route of one message, identified by `message` (a hash of the run's seed, the source rank and the
+  // source's count of sends: the same message always gets the same route). Topologies whose routes depend only
+  // on the node pair (minimal routing, the default) return route(src, dst); routes_per_message() says which.
+  virtual bool routes_per_message() const { return false; }
+  virtual void route_message(std::size_t src, std::size_t dst, std::uint64_t /*message*/, HopList& hops) const
+  {
+    route(src, dst, hops);
+  }
+  // The routing rule, as topology.routing names it: "minimal" unless the topology chooses another.
+  virtual std::string routing() const { return "minimal"; }
   // The resolved spec with every default filled in (written into result manifests).
   virtual nlohmann::json to_json() const = 0;
   // One line for summaries: "dragonfly 4 groups x 6 chassis x 16 routers x 4 nodes (1536 nodes)".

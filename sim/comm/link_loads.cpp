@@ -8,6 +8,7 @@ LinkLoadCounter::LinkLoadCounter(int ranks, LinkRoute route, std::size_t slots)
     : route_(std::move(route))
     , loads_(slots)
     , last_routes_(route_ ? static_cast<std::size_t>(ranks) : 0)
+    , sends_(last_routes_.size(), 0)
 {
 }
 
@@ -16,9 +17,10 @@ std::span<const std::size_t> LinkLoadCounter::add(RankId source, RankId dest, By
   if (!route_)
     return {};
   LastRoute& route = last_routes_[source];
-  if (route.dest != dest) {
+  const std::uint64_t message = sends_[source]++;
+  if (route.dest != dest || route_.per_message) {
     route.slots.clear();
-    route_(source, dest, route.slots);
+    route_.find(source, dest, message, route.slots);
     route.dest = dest;
   }
   // Messages of one iteration are all posted before any of the next (ranks align between iterations),

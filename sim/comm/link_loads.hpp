@@ -6,6 +6,7 @@
 #include "sim/base/units.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <vector>
@@ -21,8 +22,14 @@ struct LinkLoad {
   int current_iteration = -1;
 };
 
-// Appends the slots of the links a message from rank `source` to rank `dest` crosses.
-using LinkRoute = std::function<void(RankId source, RankId dest, std::vector<std::size_t>& slots)>;
+// The links a message crosses: find(source, dest, message, slots) appends the slots of the route of the
+// message from rank `source` to rank `dest` that is the source's message number `message` (its count of sends
+// before it). per_message: routes differ from message to message (Valiant routing), not only by the pair.
+struct LinkRoute {
+  std::function<void(RankId source, RankId dest, std::uint64_t message, std::vector<std::size_t>& slots)> find;
+  bool per_message = false;
+  explicit operator bool() const { return static_cast<bool>(find); }
+};
 
 class LinkLoadCounter {
 public:
@@ -36,12 +43,14 @@ public:
 private:
   LinkRoute route_;
   std::vector<LinkLoad> loads_;
-  // Per source rank, the route to the destination it sent to last (every step of a ring reuses it).
+  // Per source rank, its count of sends and the route to the destination it sent to last (every step of a
+  // ring reuses it, unless routes are per message).
   struct LastRoute {
     RankId dest = -1;
     std::vector<std::size_t> slots;
   };
   std::vector<LastRoute> last_routes_;
+  std::vector<std::uint64_t> sends_;
 };
 
 } // namespace sparsim

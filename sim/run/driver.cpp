@@ -41,8 +41,9 @@ NetworkSetup set_up_network(const ExperimentConfig& config, const NetworkGraph& 
   simgrid::s4u::Host* host = build_single_host_platform(fmt::format("link_level{}", platforms++));
   setup.rank_hosts.assign(static_cast<std::size_t>(config.ranks), host);
   setup.parking = std::make_unique<SemaphoreParking>(config.ranks);
-  setup.transport = std::make_unique<LinkLevelTransport>(config.ranks, *setup.parking, link_slot_specs(graph),
-                                                         link_route(*config.topology, rank_nodes, graph.edge_count()));
+  setup.transport =
+      std::make_unique<LinkLevelTransport>(config.ranks, *setup.parking, link_slot_specs(graph),
+                                           link_route(*config.topology, rank_nodes, graph.edge_count(), config.seed));
   return setup;
 }
 
@@ -141,7 +142,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
 
   Transport& transport = *network.transport;
   World world(transport, config.ranks, config.workload.wire,
-              link_route(*config.topology, rank_nodes, graph.edge_count()), link_slot_count(graph));
+              link_route(*config.topology, rank_nodes, graph.edge_count(), config.seed), link_slot_count(graph));
   RunState run{.config = config,
                .world = world,
                .threads = options.threads,

@@ -20,19 +20,24 @@ std::vector<LinkSpec> link_slot_specs(const NetworkGraph& graph)
   return specs;
 }
 
-LinkRoute link_route(const Topology& topology, std::vector<std::size_t> rank_nodes, std::size_t link_count)
+LinkRoute link_route(const Topology& topology, std::vector<std::size_t> rank_nodes, std::size_t link_count,
+                     std::uint64_t seed)
 {
-  return [&topology, nodes = std::move(rank_nodes), link_count](RankId source, RankId dest,
-                                                                std::vector<std::size_t>& slots) {
+  auto find = [&topology, nodes = std::move(rank_nodes), link_count,
+               seed](RankId source, RankId dest, std::uint64_t message, std::vector<std::size_t>& slots) {
     if (nodes[source] == nodes[dest]) {
       slots.push_back(2 * link_count);
       return;
     }
+    // The message's identity: distinct for every (source, number) of one seed (ranks < 2^22, numbers < 2^40);
+    // the topology hashes it.
+    const std::uint64_t key = seed * 0x9E3779B97F4A7C15ULL ^ (static_cast<std::uint64_t>(source) << 40) ^ message;
     HopList hops;
-    topology.route(nodes[source], nodes[dest], hops);
+    topology.route_message(nodes[source], nodes[dest], key, hops);
     for (const Hop& hop : hops)
       slots.push_back(2 * hop.link + (hop.up ? 0 : 1));
   };
+  return LinkRoute{std::move(find), topology.routes_per_message()};
 }
 
 std::vector<LinkRow> label_link_loads(const std::vector<LinkLoad>& loads, const NetworkGraph& graph)

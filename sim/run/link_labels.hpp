@@ -26,8 +26,11 @@ std::size_t link_slot_count(const NetworkGraph& graph);
 // 10 GB/s, network/loopback-lat 0 s) and never contends (FATPIPE).
 std::vector<LinkSpec> link_slot_specs(const NetworkGraph& graph);
 
-// The slots a message between two ranks crosses, from the topology's routes; ranks sit on `rank_nodes`.
-LinkRoute link_route(const Topology& topology, std::vector<std::size_t> rank_nodes, std::size_t link_count);
+// The slots a message between two ranks crosses, from the topology's routes; ranks sit on `rank_nodes`. Where
+// the topology routes per message (Valiant), a message's route follows from `seed`, its source rank and its
+// number among the source's sends.
+LinkRoute link_route(const Topology& topology, std::vector<std::size_t> rank_nodes, std::size_t link_count,
+                     std::uint64_t seed = 0);
 
 // One row per slot some message crossed, in the graph's link order (each link's up half, then its down
 // half), the loopback last.

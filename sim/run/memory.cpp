@@ -91,15 +91,14 @@ void check_memory(const ExperimentConfig& config)
   const MemoryEstimate estimate = estimate_memory(config);
   const double available = 0.9 * physical_memory_bytes();
   if (estimate.bytes > available)
-    throw ConfigError("ranks", std::to_string(config.ranks),
-                      fmt::format("a run that fits in memory: it needs about {} ({}), more than 90% of this "
-                                  "machine's {}{}",
-                                  format_bytes(estimate.bytes), estimate.breakdown,
-                                  format_bytes(physical_memory_bytes()),
-                                  config.is_sparse() && config.selection.residual == ResidualKind::dense &&
-                                          !within_collective(config)
-                                      ? "; selection.residual \"none\" keeps no residual (docs/scale.md)"
-                                      : ""));
+    throw ConfigError(
+        "ranks", std::to_string(config.ranks),
+        fmt::format("a run that fits in memory: it needs about {} ({}), more than 90% of this "
+                    "machine's {}{}",
+                    format_bytes(estimate.bytes), estimate.breakdown, format_bytes(physical_memory_bytes()),
+                    config.is_sparse() && config.selection.residual == ResidualKind::dense && !within_collective(config)
+                        ? "; selection.residual \"none\" keeps no residual (docs/scale.md)"
+                        : ""));
 }
 
 } // namespace sparsim

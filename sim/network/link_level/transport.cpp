@@ -159,7 +159,7 @@ void LinkLevelTransport::start_posted_transfers()
     const auto& m = static_cast<const LinkMessage&>(*message);
     slots_.assign(m.route.begin(), m.route.begin() + m.route_length);
     if (m.route_length == 0)
-      route_(m.source, m.dest, slots_);
+      route_.find(m.source, m.dest, m.send_number, slots_);
     const LinkSharingModel::FlowId flow = network_.start(clock_, message->bytes, slots_);
     if (flow >= in_flight_.size())
       in_flight_.resize(flow + 1);

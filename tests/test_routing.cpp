@@ -1,0 +1,236 @@
+// The dragonfly's Valiant routing (topology.routing "valiant", the link-level model): every route is a path of
+// the graph from source to destination through a third group (two global links), drawn per message and the
+// same for the same message; messages within a group go through a third router of it; and the classic behaviour of Kim et al.
+// (ISCA 2008) on a balanced dragonfly, measured on the link-level model: under adversarial traffic (every node
+// of group g sends to group g + 1) minimal routing is held to the pair's one global link while Valiant
+// spreads the load over all groups, several times faster; under uniform traffic (an all-to-all) minimal runs
+// near the injection rate and Valiant, whose messages cross two global links, at about half of it. The config
+// rules: SimGrid's flows keep static routes, so "valiant" needs network.model "LinkLevel".
+#include "pattern_harness.hpp"
+#include "topology_specs.hpp"
+
+#include "sim/network/link_level/transport.hpp"
+#include "sim/network/simgrid/parking.hpp"
+#include "sim/network/simgrid/zone.hpp"
+#include "sim/run/config.hpp"
+#include "sim/run/link_labels.hpp"
+#include "topologies/network_graph.hpp"
+#include "topologies/topology.hpp"
+
+#include <gtest/gtest.h>
+#include <simgrid/s4u/NetZone.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
+#include <set>
+
+using namespace sparsim;
+using namespace sparsim::testing;
+using nlohmann::json;
+
+namespace {
+
+const std::filesystem::path kConfigs = std::filesystem::path(SPARSIM_SOURCE_DIR) / "configs";
+
+std::unique_ptr<Topology> load(json spec, const std::string& routing)
+{
+  spec["routing"] = routing;
+  return parse_topology(JsonReader(spec, "topology"), kConfigs);
+}
+
+// A balanced dragonfly in Kim et al.'s sense (a = 2p = 2h): 9 groups of 8 routers (2 chassis x 4), 2 nodes
+// per router, one global link between every pair of groups (8 per group, one per router). Node links 10 GB/s;
+// the links inside a group 40 GB/s, so that they never limit; global links 20 GB/s, so that uniform traffic
+// leaving a group (16 nodes x 128/143 of their rate) fits its 8 global links under minimal routing.
+json balanced_dragonfly_spec()
+{
+  auto level = [](const char* bandwidth) { return json{{"bandwidth", bandwidth}, {"latency", "100ns"}}; };
+  return {{"type", "dragonfly"},
+          {"groups", 9},
+          {"chassis", 2},
+          {"routers", 4},
+          {"nodes", 2},
+          {"global_links", 1},
+          {"links",
+           {{"node", level("10GBps")},
+            {"intra_chassis", level("40GBps")},
+            {"intra_group", level("40GBps")},
+            {"global", level("20GBps")}}}};
+}
+constexpr std::size_t kNodesPerGroup = 16;
+constexpr std::size_t kGroups = 9;
+
+// The hops walk the graph from `src` to `dst`; returns the groups (by router vertex names "g<G>c..r..") the
+// route's global links join, in order.
+std::vector<std::pair<std::string, std::string>> walk(const NetworkGraph& graph, std::size_t src, std::size_t dst,
+                                                      const HopList& hops)
+{
+  std::vector<std::pair<std::string, std::string>> globals;
+  std::size_t at = src;
+  for (const Hop& hop : hops) {
+    const NetworkGraph::Link& link = graph.link(hop.link);
+    EXPECT_EQ(at, hop.up ? link.from : link.to) << "hop over " << link.name << " does not start where the last ended";
+    at = hop.up ? link.to : link.from;
+    if (link.level == "global") {
+      auto group = [&](std::size_t vertex) {
+        const std::string& name = graph.vertex_name(vertex);
+        return name.substr(0, name.find('c'));
+      };
+      globals.emplace_back(group(hop.up ? link.from : link.to), group(at));
+    }
+  }
+  EXPECT_EQ(at, dst) << "the route ends elsewhere";
+  return globals;
+}
+
+} // namespace
+
+TEST(ValiantRouting, RoutesThroughAThirdGroupDrawnPerMessage)
+{
+  const auto topology = load(small_dragonfly_spec(), "valiant"); // 5 groups, parallel global links
+  EXPECT_TRUE(topology->routes_per_message());
+  EXPECT_EQ(topology->routing(), "valiant");
+  const NetworkGraph graph = topology->graph();
+  const std::size_t nodes = topology->node_count(), per_group = nodes / 5;
+  for (std::size_t src = 0; src < nodes; src += 7)
+    for (std::size_t dst = 3; dst < nodes; dst += 11) {
+      if (src == dst)
+        continue;
+      SCOPED_TRACE(fmt::format("node {} to node {}", src, dst));
+      const std::string src_group = fmt::format("g{}", src / per_group), dst_group = fmt::format("g{}", dst / per_group);
+      std::set<std::string> intermediates;
+      for (std::uint64_t message = 0; message < 60; ++message) {
+        HopList hops, again, minimal;
+        topology->route_message(src, dst, message, hops);
+        topology->route_message(src, dst, message, again);
+        ASSERT_TRUE(std::equal(hops.begin(), hops.end(), again.begin(), again.end(), [](Hop a, Hop b) {
+          return a.link == b.link && a.up == b.up;
+        })) << "the same message got another route";
+        const auto globals = walk(graph, src, dst, hops);
+        if (src_group == dst_group) {
+          // Through a third router of the group: at most four hops between routers, none global.
+          EXPECT_TRUE(globals.empty());
+          EXPECT_LE(hops.size(), 2u + 4u);
+          if (src / 2 == dst / 2) { // one router: nothing to go through
+            topology->route(src, dst, minimal);
+            EXPECT_EQ(hops.size(), minimal.size());
+          }
+          std::string links;
+          for (const Hop& hop : hops)
+            links += fmt::format("{}{} ", hop.link, hop.up ? "+" : "-");
+          intermediates.insert(links); // here: the distinct routes
+          continue;
+        }
+        ASSERT_EQ(globals.size(), 2u) << "not two global links";
+        EXPECT_EQ(globals[0].first, src_group);
+        EXPECT_EQ(globals[0].second, globals[1].first);
+        EXPECT_EQ(globals[1].second, dst_group);
+        intermediates.insert(globals[0].second);
+      }
+      if (src_group != dst_group) {
+        EXPECT_EQ(intermediates.size(), 3u) << "60 messages did not use each of the 3 other groups";
+        EXPECT_EQ(intermediates.count(src_group) + intermediates.count(dst_group), 0u);
+      } else if (src / 2 != dst / 2) {
+        EXPECT_GT(intermediates.size(), 1u) << "every message took the same route";
+      }
+    }
+}
+
+TEST(ValiantRouting, MinimalRoutingIgnoresTheMessage)
+{
+  const auto topology = load(small_dragonfly_spec(), "minimal");
+  EXPECT_FALSE(topology->routes_per_message());
+  HopList by_pair, by_message;
+  topology->route(0, 80, by_pair);
+  topology->route_message(0, 80, 12345, by_message);
+  EXPECT_TRUE(std::equal(by_pair.begin(), by_pair.end(), by_message.begin(), by_message.end(),
+                         [](Hop a, Hop b) { return a.link == b.link && a.up == b.up; }));
+}
+
+// Adversarial and uniform traffic on the balanced dragonfly, minimal against Valiant, on the link-level model.
+TEST(ValiantRouting, ClassicDragonflyBehaviours)
+{
+  const int P = static_cast<int>(kGroups * kNodesPerGroup);
+  const Bytes S = 1'000'000;
+  std::vector<PatternMessage> adversarial, uniform;
+  // Adversarial: each node sends S to its peer in the next group, as 16 messages of S/16 (a route is drawn per
+  // message, so the load averages over them as packets' would); uniform: S to every other node.
+  for (int r = 0; r < P; ++r) {
+    for (int part = 0; part < 16; ++part)
+      adversarial.push_back({r, static_cast<RankId>((r + static_cast<int>(kNodesPerGroup)) % P), S / 16, 0});
+    for (int d = 0; d < P; ++d)
+      if (d != r)
+        uniform.push_back({r, d, S, 0});
+  }
+  start_engine(NetworkOptions{});
+  simgrid::s4u::create_full_zone("root");
+  const std::vector<simgrid::s4u::Host*> hosts(P, build_single_host_platform("link_level"));
+  auto makespan = [&](const std::string& routing, const std::vector<PatternMessage>& messages) {
+    const auto topology = load(balanced_dragonfly_spec(), routing);
+    const NetworkGraph graph = topology->graph();
+    SemaphoreParking parking(P);
+    LinkLevelTransport transport(P, parking, link_slot_specs(graph),
+                                 link_route(*topology, first_nodes(static_cast<std::size_t>(P)), graph.edge_count(), 1));
+    const auto arrivals = run_pattern(transport, hosts, messages);
+    return *std::max_element(arrivals.begin(), arrivals.end());
+  };
+  const double adversarial_minimal = makespan("minimal", adversarial);
+  const double adversarial_valiant = makespan("valiant", adversarial);
+  const double uniform_minimal = makespan("minimal", uniform);
+  const double uniform_valiant = makespan("valiant", uniform);
+  // Injection bound of the all-to-all: every node sends P - 1 messages over its 10 GB/s link.
+  const double injection = static_cast<double>((P - 1) * S) / 10e9;
+  std::cout << fmt::format("adversarial: minimal {:.4g} s, valiant {:.4g} s ({:.2f}x faster); uniform: minimal "
+                           "{:.4g} s ({:.3f}x the injection bound), valiant {:.4g} s ({:.2f}x minimal)\n",
+                           adversarial_minimal, adversarial_valiant, adversarial_minimal / adversarial_valiant,
+                           uniform_minimal, uniform_minimal / injection, uniform_valiant,
+                           uniform_valiant / uniform_minimal);
+  // Adversarial, minimal: the 16 messages of a group share one 20 GB/s global link.
+  EXPECT_NEAR(adversarial_minimal, 16.0 * S / 20e9, 0.02 * adversarial_minimal);
+  // Valiant spreads them over the 7 other groups' links: several times faster.
+  EXPECT_GT(adversarial_minimal / adversarial_valiant, 2.0);
+  // Uniform, minimal: near the injection rate (the busiest global link carries 256 of the 1 MB messages,
+  // 12.8 ms at 20 GB/s, under the 14.3 ms of injection).
+  EXPECT_LT(uniform_minimal / injection, 1.1);
+  // Valiant: two global links per message between groups, so about twice the global load (25.6 ms): about half
+  // the throughput.
+  EXPECT_GT(uniform_valiant / uniform_minimal, 1.6);
+  EXPECT_LT(uniform_valiant / uniform_minimal, 2.4);
+}
+
+// "valiant" beside a platform file, inline, and refused with SimGrid's flows or on other topologies.
+TEST(ValiantRouting, ConfigRules)
+{
+  json config = {{"ranks", 4},
+                 {"topology", {{"file", "platforms/piz_daint.json"}, {"routing", "valiant"}}},
+                 {"algorithm", {{"name", "dense_ring"}}},
+                 {"workload", {{"n", 4096}}},
+                 {"network", {{"model", "LinkLevel"}}}};
+  const ExperimentConfig accepted = parse_config(config, kConfigs);
+  EXPECT_EQ(accepted.topology->routing(), "valiant");
+  EXPECT_EQ(accepted.topology->to_json()["routing"], "valiant");
+  auto refused_at = [](const json& bad, const std::string& path, const std::string& value) {
+    try {
+      parse_config(bad, kConfigs);
+      ADD_FAILURE() << "accepted: " << bad.dump();
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(value), std::string::npos) << e.what();
+    }
+  };
+  json flows = config;
+  flows["network"]["model"] = "CM02";
+  refused_at(flows, "topology.routing", "valiant");
+  json typo = config;
+  typo["topology"]["routing"] = "ugal";
+  refused_at(typo, "topology.routing", "ugal");
+  json fat_tree = config;
+  fat_tree["topology"]["file"] = "platforms/fat_tree_4096.json";
+  refused_at(fat_tree, "topology.routing", "not a dragonfly");
+  json inline_star = config;
+  inline_star["topology"] = star_spec(4);
+  inline_star["topology"]["routing"] = "valiant";
+  refused_at(inline_star, "topology.routing", "valiant");
+}
