@@ -24,27 +24,32 @@
 //                                                                 R alpha + (Q-1) b e beta
 //    (b = the final block's size: k_b with d = 1; up to k_b, d h when the teams' top-h are disjoint, with d > 1).
 // With d = 1 every block message holds exactly min(k_b, block length) pairs whatever the data (a top-k_b always
-// has k_b entries, zeros included, as torch.topk's): 2 R alpha + 2 (P-1) k_b e beta, about 2k e beta (the
-// paper's 4k(P-1)/P words counts an index and a value as two words). Teams shorten the latency to 2R + D rounds
-// of the smaller Q and add phase 2's bytes.
+// has k_b entries, zeros included, as torch.topk's), k_b when no block is shorter: 2 R alpha + 2 (P-1) k_b e beta,
+// about 2k e beta (the paper's 4k(P-1)/P words counts an index and a value as two words). Teams shorten the latency to
+// 2R + D rounds of the smaller Q and add phase 2's bytes.
 //
 // The block selections are the local top-k moved into the collective: each is charged as phase "selection"
 // under compute.selection, as the driver's exact top-k is (one read of the block, the pairs written; a rank
-// selects each of the Q blocks once, 4n + 8 Q k_b bytes with d = 1, plus its top-h with teams). Received
+// selects each of the Q blocks once: 4n + 8 Q k_b bytes with d = 1; with teams its own block's top-h replaces
+// the top-k_b, 4n + 8 ((Q-1) k_b + h)). Received
 // pairs added into acc (16 bytes a pair: a pair read, a float read and written) and the sums across teams are
 // reductions, under compute.reduction. The driver's own selection phase costs nothing for SparDL.
 //
 // LIMITATIONS (against the paper and the public code):
 // - the public code sends the blocks of a round one after another (Q-1 steps of three messages each: indices,
 //   values, size) and selects each block just before sending it; here a round is one message with its s_i blocks
-//   (the paper's rounds: the same bytes, R instead of 3(Q-1) messages), selected before the round;
+//   (the paper's rounds: the same bytes, R instead of 3(Q-1) messages), selected before the round (the same
+//   values: a round never receives a block it sends). Its allgathers likewise send a block at a time (indices
+//   and values apart, the sizes known): here one message per Bruck step;
 // - the public code's final residual differs outside U: for an index its block's result does not hold, it
 //   restores the rank's own acc (the partial sums received there are discarded, what the rank sent is kept); here
 //   the global residual collection holds everywhere. Both keep sum_r acc_r = U + sum_r residual_r;
 // - the public code's blocks are its layers laid in registration order into Q groups of ceil(n/Q) entries; here
 //   they are cut from sparsim's flattened gradient (the model table's order), so the blocks hold other layers;
-// - the public code fixes d = 1 (Group_num); teams follow the paper and the code's commented-out path, which
-//   sends the top-h, not a fixed share;
+// - the public code fixes d = 1 (Group_num = 1), so its teams path never runs; teams here follow that path
+//   (the share h and its rule) with the top-h selection its commented-out lines make;
+// - h moves by steps of floor((k_b - h_0)/100), as in the public code: with k_b - h_0 < 100 the step is 0 and h
+//   stays at floor(k_b/d) for good; with k_b < d it is 0 and U is empty (k too small for the teams);
 // - k_b = floor(k/Q) where the public code takes floor(C density): equal up to rounding.
 #include "algorithms/algorithm.hpp"
 #include "algorithms/collectives.hpp"
@@ -184,8 +189,8 @@ public:
                         fmt::format("a divisor of ranks ({}): teams of equal size", ranks));
   }
 
-  // With d = 1 exact for any data; with d > 1 for teams whose top-h are disjoint, h = floor(k_b/d) (the first
-  // iteration's) and no block shorter than k_b.
+  // With d = 1 exact for any data when no block is shorter than k_b; with d > 1 also only for teams whose
+  // top-h are disjoint, h = floor(k_b/d) (the first iteration's).
   ClosedForm closed_form(const CostInputs& in) const override
   {
     const int d = teams_;
@@ -275,11 +280,12 @@ public:
       final_block = std::shared_ptr<const SparseVector>(sum, &sum->kept);
     }
 
-    // Phase 3: the team gathers the Q final blocks; U is their concatenation (computed once per team).
+    // Phase 3: the team gathers the Q final blocks; U is their concatenation (computed once: every team gathers
+    // the same blocks, shared across teams by phase 2).
     auto scope = comm.phase("spar_all_gather");
     const auto gathered = bruck_allgather(comm, final_block, kAllGatherTag, team);
     auto result = reduce_charged(comm, [&] {
-      auto concatenated = comm.computed_once_by(gathered, Q, [&] {
+      auto concatenated = comm.computed_once_by(gathered, comm.size(), [&] {
         auto out = std::make_shared<SparseVector>();
         out->reserve(total_pairs(gathered));
         for (const auto& part : gathered) {

@@ -1,7 +1,7 @@
 // The dragonfly's Valiant routing (topology.routing "valiant", the link-level model): every route is a path of
 // the graph from source to destination through a third group (two global links), drawn per message and the
-// same for the same message; messages within a group go through a third router of it; and the classic behaviour of Kim et al.
-// (ISCA 2008) on a balanced dragonfly, measured on the link-level model: under adversarial traffic (every node
+// same for the same message; messages within a group go through a third router of it; and the classic behaviour of Kim
+// et al. (ISCA 2008) on a balanced dragonfly, measured on the link-level model: under adversarial traffic (every node
 // of group g sends to group g + 1) minimal routing is held to the pair's one global link while Valiant
 // spreads the load over all groups, several times faster; under uniform traffic (an all-to-all) minimal runs
 // near the injection rate and Valiant, whose messages cross two global links, at about half of it. The config
@@ -99,7 +99,8 @@ TEST(ValiantRouting, RoutesThroughAThirdGroupDrawnPerMessage)
       if (src == dst)
         continue;
       SCOPED_TRACE(fmt::format("node {} to node {}", src, dst));
-      const std::string src_group = fmt::format("g{}", src / per_group), dst_group = fmt::format("g{}", dst / per_group);
+      const std::string src_group = fmt::format("g{}", src / per_group),
+                        dst_group = fmt::format("g{}", dst / per_group);
       std::set<std::string> intermediates;
       for (std::uint64_t message = 0; message < 60; ++message) {
         HopList hops, again, minimal;
@@ -171,8 +172,9 @@ TEST(ValiantRouting, ClassicDragonflyBehaviours)
     const auto topology = load(balanced_dragonfly_spec(), routing);
     const NetworkGraph graph = topology->graph();
     SemaphoreParking parking(P);
-    LinkLevelTransport transport(P, parking, link_slot_specs(graph),
-                                 link_route(*topology, first_nodes(static_cast<std::size_t>(P)), graph.edge_count(), 1));
+    LinkLevelTransport transport(
+        P, parking, link_slot_specs(graph),
+        link_route(*topology, first_nodes(static_cast<std::size_t>(P)), graph.edge_count(), 1));
     const auto arrivals = run_pattern(transport, hosts, messages);
     return *std::max_element(arrivals.begin(), arrivals.end());
   };
