@@ -198,5 +198,46 @@ TEST(SparseVerifier, EveryIterationStartsAfresh)
   }
 }
 
+// Within-collective selection (SparDL): U plus the residuals must give back the accs' sum at every index. Hand
+// accs of 3 ranks on 6 indices; a correct split passes at zero error, a value lost, a value counted twice or an
+// index twice in U fail, and each iteration starts afresh.
+TEST(SparseVerifier, ChecksConservationForWithinCollectiveSelection)
+{
+  const int P = 3;
+  const std::uint64_t n = 6;
+  const std::vector<std::vector<float>> accs = {{1, 2, 3, 4, 5, 6}, {0.5f, -2, 0, 1, 0, 0}, {0, 0, 7, 0, 0, -1}};
+  // U takes indices 2 and 5 whole (sums 10 and 5); the residuals keep the rest where they were.
+  SparseVector u;
+  u.indices = {2, 5};
+  u.values = {10, 5};
+  std::vector<std::vector<float>> residuals = accs;
+  for (auto& residual : residuals)
+    residual[2] = residual[5] = 0;
+  auto verify_split = [&](const SparseVector& result, const std::vector<std::vector<float>>& left) {
+    SparseVerifier verifier(P, n, Semantics::reselected, true);
+    verifier.record_accs([&](RankId r) { return std::span<const float>(accs[r]); });
+    const auto shared = std::make_shared<const SparseVector>(result);
+    double ratio = -1;
+    for (int r = 0; r < P; ++r)
+      ratio = verifier.report(SparseVector{}, shared, left[r]);
+    return ratio;
+  };
+  EXPECT_EQ(verify_split(u, residuals), 0.0);
+  auto lost = residuals;
+  lost[1][0] = 0; // rank 1's 0.5 at index 0 went nowhere
+  EXPECT_GT(verify_split(u, lost), 1.0);
+  auto twice = residuals;
+  twice[0][2] = 3; // rank 0's 3 at index 2 is in U and still in its residual
+  EXPECT_GT(verify_split(u, twice), 1.0);
+  SparseVector repeated = u;
+  repeated.indices = {2, 2};
+  EXPECT_GT(verify_split(repeated, residuals), 1.0);
+  // A value moved from one rank's residual to another's is still conserved.
+  auto moved = residuals;
+  moved[0][0] = 0;
+  moved[2][0] = 1;
+  EXPECT_EQ(verify_split(u, moved), 0.0);
+}
+
 } // namespace
 } // namespace sparsim

@@ -70,7 +70,9 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
     // for U's indices (24 bytes per entry of U, at most the union of the selections) and 1.5 bits per index.
     if (!config.is_sparse() || config.selection.warmup_iterations > 0)
       add("dense verification (2 n doubles)", 2 * n * 8);
-    if (config.is_sparse())
+    if (config.is_sparse() && within_collective(config))
+      add("conservation check (3 n doubles)", 24 * n);
+    else if (config.is_sparse())
       add("sparse verification (24 bytes per entry of U, 1.5 bits per index)", 24 * std::min(P * k, n) + 3 * n / 16);
   }
   // Heap the allocator keeps, actors, SimGrid's own state: Ok-Topk at P = 1024, n = 2^24, 1% peaked at 1.99 GiB

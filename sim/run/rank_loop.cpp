@@ -109,6 +109,8 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
   const std::uint64_t n = config.workload.n;
   const std::uint64_t k = config.workload.k;
   auto state = algorithm.make_rank_state(rank, config.ranks, n);
+  const bool within_collective =
+      algorithm.default_local_selection() == SparseAllreduce::LocalSelection::within_collective;
 
   // Dense warm-up iterations (iteration counters include them): a ring allreduce of the gradient itself.
   const auto warmup = make_warmup_allreduce();
@@ -123,6 +125,8 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
       stage.prepare(it, run.threads);
       run.selection_wall[it] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_before).count();
       run.selection_shared_wall[it] = stage.shared_seconds();
+      if (config.verify && within_collective) // the accs the collective will be handed, before it changes them
+        verifier.record_accs([&](RankId r) { return std::span<const float>(stage.acc_for_collective(r)); });
     });
     if (!begun)
       return;
@@ -148,7 +152,7 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
     if (rank == 0)
       config.gradients->apply_update(it, *result, config.ranks);
     if (config.verify)
-      run.note_verification(verifier.report(*selection, result), rank, it);
+      run.note_verification(verifier.report(*selection, result, stage.acc_for_collective(rank)), rank, it);
     run.progress(rank, it);
   }
 }

@@ -9,6 +9,7 @@
 #include <bit>
 #include <cmath>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -64,18 +65,43 @@ private:
 // of the local selections (on the union of their indices for union-sum algorithms). The sums are kept for
 // U's indices only, in index order; a selected index finds its place through a bit per index of [0, n) and a
 // running count per 64-bit word (about n/5 bytes, in cache where the n doubles of a dense sum are not).
+//
+// A collective that selects within itself (SparDL) has no local selections to check U against; it keeps what it
+// drops in the accs it was handed, so the check is conservation instead: sum_r acc_r before the collective equals
+// U + sum_r residual_r after it, at every index.
 class SparseVerifier {
 public:
-  SparseVerifier(int ranks, std::uint64_t n, SparseAllreduce::ResultSemantics semantics)
+  SparseVerifier(int ranks, std::uint64_t n, SparseAllreduce::ResultSemantics semantics, bool within_collective = false)
       : ranks_(ranks)
       , n_(n)
       , semantics_(semantics)
+      , within_collective_(within_collective)
   {
   }
 
-  // Each rank reports once per iteration; the last one checks. Returns the error ratio (<= 1 passes).
-  double report(const SparseVector& selection, const std::shared_ptr<const SparseVector>& result)
+  // Within-collective selection: before the collective, acc_of(r) is rank r's acc for every rank.
+  template <class AccOf> void record_accs(const AccOf& acc_of)
   {
+    acc_sum_.assign(n_, 0.0);
+    acc_abs_sum_.assign(n_, 0.0);
+    left_sum_.assign(n_, 0.0);
+    for (RankId r = 0; r < ranks_; ++r) {
+      const std::span<const float> acc = acc_of(r);
+      for (std::size_t i = 0; i < n_; ++i) {
+        acc_sum_[i] += acc[i];
+        acc_abs_sum_[i] += std::fabs(acc[i]);
+      }
+    }
+  }
+
+  // Each rank reports once per iteration (with its residual after a within-collective selection); the last one
+  // checks. Returns the error ratio (<= 1 passes).
+  double report(const SparseVector& selection, const std::shared_ptr<const SparseVector>& result,
+                std::span<const float> residual = {})
+  {
+    if (within_collective_)
+      for (std::size_t i = 0; i < residual.size(); ++i)
+        left_sum_[i] += residual[i];
     if (reported_ == 0) {
       first_result_ = result;
       if (semantics_ != SparseAllreduce::ResultSemantics::reselected)
@@ -155,6 +181,8 @@ private:
 
   double check() const
   {
+    if (within_collective_)
+      return conservation_error();
     if (semantics_ == SparseAllreduce::ResultSemantics::reselected)
       return 0;
     if (malformed_result_)
@@ -173,9 +201,28 @@ private:
     return worst;
   }
 
+  // max |sum_r acc_r - (U + sum_r residual_r)| / tolerance over the indices; U must hold each index once.
+  double conservation_error() const
+  {
+    std::vector<double> kept = left_sum_;
+    for (std::size_t e = 0; e < first_result_->size(); ++e) {
+      const Index i = first_result_->indices[e];
+      if (i >= n_ || (e > 0 && i <= first_result_->indices[e - 1]))
+        return 1e300; // an index outside the vector, or out of order (twice)
+      kept[i] += first_result_->values[e];
+    }
+    double worst = 0;
+    for (std::size_t i = 0; i < n_; ++i)
+      worst = std::max(worst, std::fabs(kept[i] - acc_sum_[i]) / rounding_tolerance(ranks_, acc_abs_sum_[i]));
+    return worst;
+  }
+
   int ranks_;
   std::uint64_t n_;
   SparseAllreduce::ResultSemantics semantics_;
+  bool within_collective_;
+  std::vector<double> acc_sum_, acc_abs_sum_; // within-collective: sum_r acc_r and sum_r |acc_r| before it
+  std::vector<double> left_sum_;              // within-collective: sum_r residual_r after it, so far
   int reported_ = 0;
   std::shared_ptr<const SparseVector> first_result_;
   std::vector<std::uint64_t> in_result_;  // bit i: U holds index i
