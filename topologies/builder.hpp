@@ -6,6 +6,7 @@
 #include "topologies/topology.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -28,8 +29,18 @@ nlohmann::json link_spec_json(const LinkSpec& spec);
 // Reads a count key in [1, max] (sizes are never zero).
 std::size_t read_count(JsonReader& reader, std::string_view key, std::size_t max,
                        std::optional<std::int64_t> fallback = std::nullopt);
-// topology.routing of a dragonfly (inline or beside a platform file).
+// topology.routing (inline or beside a platform file), by type: the first is the default and static.
 inline const std::vector<std::string> kDragonflyRoutings = {"minimal", "valiant"};
+inline const std::vector<std::string> kFatTreeRoutings = {"d_mod_k", "random"};
+
+// splitmix64's finaliser: a fixed, well-spread hash (tie-breaks, routes drawn per message).
+inline std::uint64_t mix64(std::uint64_t x)
+{
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
 
 // Largest platform we build (compute nodes); a guard against typos that would exhaust memory.
 constexpr std::size_t kMaxNodes = std::size_t{1} << 22;

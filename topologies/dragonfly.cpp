@@ -217,14 +217,7 @@ struct DragonflyShape {
     hops.push(dst, false);
   }
 
-  // splitmix64's finaliser: a fixed, well-spread hash.
-  static std::uint64_t mix(std::uint64_t x)
-  {
-    x += 0x9E3779B97F4A7C15ULL;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-    return x ^ (x >> 31);
-  }
+  static std::uint64_t mix(std::uint64_t x) { return mix64(x); }
 };
 
 struct DragonflyLinks {

@@ -4,9 +4,13 @@
 // Level 0 holds the compute nodes, levels 1..h the switches. down[l] is the number of children of a switch at
 // level l+1, up[l] the number of parents of an element at level l: nodes = prod(down), and level l+1 holds
 // prod(up[0..l]) * prod(down[l+1..h-1]) switches. down[l] > up[l+1] oversubscribes the links above level l+1.
-// Routing is SimGrid's (and InfiniBand's) D-mod-k: a message climbs to the lowest common ancestor level, taking
-// at level l the parent (dst / prod(up[0..l-1])) mod up[l], then descends the unique path to dst. Routes are
-// computed by this file (builder.hpp); the graph view and the SimGrid zone are the same links.
+// Routing ("routing"): "d_mod_k" (the default) is SimGrid's (and InfiniBand's) D-mod-k: a message climbs to the
+// lowest common ancestor level, taking at level l the parent (dst / prod(up[0..l-1])) mod up[l], then descends
+// the unique path to dst. "random" (link-level model only) climbs the same levels but takes at each level a
+// parent drawn from a hash of the message (the run's seed, its source, its number): a route per message, the
+// load of any pattern spread over the parents (as oblivious random up-routing, or adaptive up-routing on
+// average, would). Routes are computed by this file (builder.hpp); the graph view and the SimGrid zone are the
+// same links.
 //
 // Config: {"type": "fat_tree", "levels": 3, "down": [16, 16, 16], "up": [1, 16, 16], "bandwidth": "100Gbps",
 // "latency": "100ns", "per_level": [{"latency": "500ns"}, {}, {}]}. bandwidth/latency apply to every level
@@ -14,7 +18,8 @@
 // node links) overrides them. Link levels are named "fat_tree_L<l>" in the graph view.
 //
 // LIMITATIONS
-// - Static D-mod-k routing; no adaptive routing, no multipath for one node pair.
+// - Static D-mod-k routing or a random parent per message; no adaptive routing (a parent chosen by the load),
+//   and a message keeps one path for all its bytes.
 // - Parallel cables between one child and one parent are not modelled: give the level the aggregate bandwidth.
 // - Switch-internal bandwidth and latency are not modelled: a switch hop costs the latency of the next link.
 #include "topologies/builder.hpp"
@@ -68,8 +73,9 @@ struct TreeShape {
     return link_base[level] + child * up[level] + p;
   }
 
-  // D-mod-k route from node src to node dst (src != dst).
-  void route(std::size_t src, std::size_t dst, HopList& hops) const
+  // D-mod-k route from node src to node dst (src != dst); with a message, its parents drawn from a hash of
+  // it instead (the "random" routing).
+  void route(std::size_t src, std::size_t dst, HopList& hops, const std::uint64_t* message = nullptr) const
   {
     const Digits target = digits(0, dst);
     Digits current = digits(0, src);
@@ -79,7 +85,7 @@ struct TreeShape {
     // Up to level `top`, the lowest level whose subtree holds both nodes.
     std::size_t stride = 1;
     for (std::size_t l = 0; l < top; ++l) {
-      const std::size_t parent = (dst / stride) % up[l];
+      const std::size_t parent = message ? mix64(*message * kMaxLevels + l) % up[l] : (dst / stride) % up[l];
       hops.push(link(l, index(l, current), parent), true);
       current[l] = parent;
       stride *= up[l];
@@ -95,10 +101,11 @@ struct TreeShape {
 
 class FatTreeTopology : public Topology {
 public:
-  FatTreeTopology(TreeShape shape, LinkSpec default_link, std::vector<LinkSpec> per_level)
+  FatTreeTopology(TreeShape shape, LinkSpec default_link, std::vector<LinkSpec> per_level, std::string routing)
       : shape_(shape)
       , default_link_(default_link)
       , per_level_(std::move(per_level))
+      , routing_(std::move(routing))
   {
   }
 
@@ -128,6 +135,12 @@ public:
   }
 
   void route(std::size_t src, std::size_t dst, HopList& hops) const override { shape_.route(src, dst, hops); }
+  bool routes_per_message() const override { return routing_ == "random"; }
+  void route_message(std::size_t src, std::size_t dst, std::uint64_t message, HopList& hops) const override
+  {
+    shape_.route(src, dst, hops, routing_ == "random" ? &message : nullptr);
+  }
+  std::string routing() const override { return routing_; }
 
   nlohmann::json to_json() const override
   {
@@ -139,6 +152,7 @@ public:
     spec["per_level"] = nlohmann::json::array();
     for (const LinkSpec& level : per_level_)
       spec["per_level"].push_back(link_spec_json(level));
+    spec["routing"] = routing_;
     return spec;
   }
 
@@ -156,6 +170,7 @@ private:
   TreeShape shape_;
   LinkSpec default_link_;
   std::vector<LinkSpec> per_level_;
+  std::string routing_; // "d_mod_k" or "random"
 };
 
 } // namespace
@@ -208,7 +223,8 @@ std::unique_ptr<Topology> parse_fat_tree(JsonReader& spec)
       levels[l].finish();
     }
   }
-  return std::make_unique<FatTreeTopology>(shape, default_link, std::move(per_level));
+  const std::string routing = spec.get_enum("routing", kFatTreeRoutings, kFatTreeRoutings.front());
+  return std::make_unique<FatTreeTopology>(shape, default_link, std::move(per_level), routing);
 }
 
 } // namespace sparsim

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <limits>
 #include <numeric>
@@ -58,7 +59,7 @@ std::unique_ptr<Topology> parse_topology(JsonReader topology, const std::filesys
   // The routing rule may be chosen beside a platform file (the same platform, routed otherwise).
   std::optional<std::string> routing;
   if (topology.has("routing"))
-    routing = topology.get_enum("routing", kDragonflyRoutings);
+    routing = topology.get_string("routing");
   topology.finish();
 
   const std::filesystem::path candidates[] = {config_dir / file, data_dir() / "configs" / file};
@@ -78,9 +79,17 @@ std::unique_ptr<Topology> parse_topology(JsonReader topology, const std::filesys
     topology.fail("file", file, fmt::format("a readable JSON file ({}: {})", found->string(), error.what()));
   }
   if (routing) {
-    if (!document.is_object() || document.value("type", nlohmann::json()) != "dragonfly")
+    const nlohmann::json type = document.is_object() ? document.value("type", nlohmann::json()) : nlohmann::json();
+    const std::vector<std::string>* choices = type == "dragonfly"  ? &kDragonflyRoutings
+                                              : type == "fat_tree" ? &kFatTreeRoutings
+                                                                   : nullptr;
+    if (!choices)
       topology.fail("routing", fmt::format("\"{}\"", *routing),
-                    fmt::format("no \"routing\" beside a platform that is not a dragonfly ({})", file));
+                    fmt::format("no \"routing\" beside a platform that is not a dragonfly or a fat tree ({})", file));
+    if (std::find(choices->begin(), choices->end(), *routing) == choices->end())
+      topology.fail("routing", fmt::format("\"{}\"", *routing),
+                    fmt::format("one of \"{}\" (the routings of a {}, {})", fmt::join(*choices, "\", \""),
+                                type.get<std::string>(), file));
     document["routing"] = *routing;
   }
   // Errors inside the file name it: "topology(platforms/piz_daint.json).groups".
