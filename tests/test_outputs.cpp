@@ -179,6 +179,45 @@ TEST(LinksCsv, DragonflyLevelsFollowTheRoutes)
   EXPECT_EQ(by_level_direction["global/up"] + by_level_direction["global/down"], between_groups);
 }
 
+// Valiant routing (link-level model): a message between groups crosses two global links, one within a group
+// none; the manifest's link_levels sum links.csv by level.
+TEST(LinksCsv, DragonflyValiantCrossesTwoGlobalLinksAndTheManifestSumsTheLevels)
+{
+  const int ranks = 24;
+  nlohmann::json topology = dragonfly();
+  topology["routing"] = "valiant";
+  nlohmann::json config = experiment("links_valiant", ranks, topology, "dense_ring", 1);
+  config["network"] = {{"model", "LinkLevel"}};
+  CliResult run = run_config(config, "links_valiant");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::map<std::string, double> by_level, busiest, links;
+  for (auto& row : read_csv(run.dir / "links.csv")) {
+    by_level[row["level"]] += number(row, "bytes");
+    busiest[row["level"]] = std::max(busiest[row["level"]], number(row, "bytes"));
+    links[row["level"]] += 1;
+  }
+  // The ring: rank r sends to r + 1, so the messages between groups are those of ranks 7, 15 and 23.
+  const auto sent = per_rank(run.dir, "bytes_sent");
+  double between_groups = 0;
+  for (int r = kDragonflyNodesPerGroup - 1; r < ranks; r += kDragonflyNodesPerGroup)
+    between_groups += sent.at(r);
+  EXPECT_GT(between_groups, 0);
+  EXPECT_EQ(by_level["global"], 2 * between_groups);
+
+  const auto manifest = nlohmann::json::parse(read_text(run.dir / "manifest.json"));
+  EXPECT_EQ(manifest.at("config").at("topology").at("routing"), "valiant");
+  std::set<std::string> seen;
+  for (const auto& level : manifest.at("link_levels")) {
+    const std::string name = level.at("level");
+    seen.insert(name);
+    EXPECT_EQ(level.at("bytes").get<double>(), by_level[name]) << name;
+    EXPECT_EQ(level.at("links").get<double>(), links[name]) << name;
+    EXPECT_EQ(level.at("busiest_link_bytes").get<double>(), busiest[name]) << name;
+    EXPECT_DOUBLE_EQ(level.at("mean_link_bytes").get<double>(), by_level[name] / links[name]) << name;
+  }
+  EXPECT_EQ(seen.size(), by_level.size());
+}
+
 namespace {
 
 // A trace's complete events of one rank.

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fmt/format.h>
 #include <fstream>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <unistd.h>
@@ -110,6 +111,26 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
   std::filesystem::rename(write_temporary(path, text), path);
 }
 
+// links.csv by level, in the order levels first appear there: how many link directions carried bytes, their
+// bytes in all, the busiest one's and the mean (the spread of load a routing choice changes).
+nlohmann::json link_levels(const std::vector<LinkRow>& links)
+{
+  nlohmann::json levels = nlohmann::json::array();
+  std::map<std::string, std::size_t> index;
+  for (const LinkRow& row : links) {
+    auto [at, added] = index.try_emplace(row.level, levels.size());
+    if (added)
+      levels.push_back({{"level", row.level}, {"links", 0}, {"bytes", 0.0}, {"busiest_link_bytes", 0.0}});
+    nlohmann::json& level = levels[at->second];
+    level["links"] = level["links"].get<std::size_t>() + 1;
+    level["bytes"] = level["bytes"].get<double>() + static_cast<double>(row.bytes);
+    level["busiest_link_bytes"] = std::max(level["busiest_link_bytes"].get<double>(), static_cast<double>(row.bytes));
+  }
+  for (nlohmann::json& level : levels)
+    level["mean_link_bytes"] = level["bytes"].get<double>() / level["links"].get<double>();
+  return levels;
+}
+
 void write_results(const std::filesystem::path& dir, const ExperimentConfig& config, const RunOutput& output,
                    const Provenance& provenance)
 {
@@ -162,6 +183,7 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
       {"peak_rss_bytes", output.peak_rss_bytes},
       {"memory_estimate_bytes", estimate_memory(config).bytes},
       {"training", config.gradients->training_log()},
+      {"link_levels", link_levels(output.links)},
       {"files", {"results.csv", "ranks.csv", "links.csv"}},
   };
 
