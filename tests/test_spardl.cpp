@@ -413,7 +413,8 @@ TEST(SparDL, AdaptsItsShareAsThePublicCode)
 }
 
 // The config rules: teams must divide P; the collective selects, so no other selection policy, no other top-k
-// rule, no candidates generation (which has no dense acc) and no measured selection time; the memory estimate counts
+// rule, no candidates generation (which has no dense acc), no measured selection time, and (as for every sparse
+// algorithm) no n beyond 32-bit indices; the memory estimate counts
 // the P dense accs even without a residual.
 TEST(SparDLConfig, RefusesWhatItCannotRun)
 {
@@ -446,6 +447,7 @@ TEST(SparDLConfig, RefusesWhatItCannotRun)
              "gradients.generation", "candidates");
   refused_at(with("compute", {{"selection", "measured"}}), "compute.selection", "measured");
   refused_at(with("selection", {{"top_k", "strictly_above_kth"}}), "selection.top_k", "strictly_above_kth");
+  refused_at(with("workload", {{"n", 5'000'000'000LL}, {"density", 0.01}}), "workload.n", "5000000000");
 
   nlohmann::json no_residual = with("selection", {{"residual", "none"}});
   const MemoryEstimate estimate = estimate_memory(parse_config(no_residual, SPARSIM_SOURCE_DIR));

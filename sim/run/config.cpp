@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace sparsim {
@@ -105,6 +106,10 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
   config.algorithm->check_ranks(config.ranks);
   if (config.workload.data == DataMode::phantom && config.is_sparse())
     throw ConfigError("workload.data", "\"phantom\"", "\"real\": sparse algorithms select from real values");
+  if (config.is_sparse() && config.workload.n > std::numeric_limits<Index>::max())
+    throw ConfigError(
+        "workload.n", std::to_string(config.workload.n),
+        fmt::format("at most {} for a sparse algorithm (indices are 32-bit)", std::numeric_limits<Index>::max()));
 
   config.gradients = parse_gradient_source(
       root.optional_object("gradients"), GradientContext{config.seed, config.workload.n, config.ranks, config_dir,
