@@ -86,6 +86,29 @@ std::vector<std::pair<std::string, std::string>> walk(const NetworkGraph& graph,
   return globals;
 }
 
+// A route as text, "link+ link- ...", to compare routes and count distinct ones.
+std::string route_text(const HopList& hops)
+{
+  std::string text;
+  for (const Hop& hop : hops)
+    text += fmt::format("{}{} ", hop.link, hop.up ? "+" : "-");
+  return text;
+}
+
+// The makespan of a pattern on the link-level model over `topology`, ranks on its first P nodes, seed 1.
+// `hosts`: the P actors' host (one, for this model).
+double link_level_makespan(const Topology& topology, const std::vector<simgrid::s4u::Host*>& hosts,
+                           const std::vector<PatternMessage>& messages)
+{
+  const int P = static_cast<int>(hosts.size());
+  const NetworkGraph graph = topology.graph();
+  SemaphoreParking parking(P);
+  LinkLevelTransport transport(P, parking, link_slot_specs(graph),
+                               link_route(topology, first_nodes(static_cast<std::size_t>(P)), graph.edge_count(), 1));
+  const auto arrivals = run_pattern(transport, hosts, messages);
+  return *std::max_element(arrivals.begin(), arrivals.end());
+}
+
 } // namespace
 
 TEST(ValiantRouting, RoutesThroughAThirdGroupDrawnPerMessage)
@@ -107,9 +130,7 @@ TEST(ValiantRouting, RoutesThroughAThirdGroupDrawnPerMessage)
         HopList hops, again, minimal;
         topology->route_message(src, dst, message, hops);
         topology->route_message(src, dst, message, again);
-        ASSERT_TRUE(std::equal(hops.begin(), hops.end(), again.begin(), again.end(), [](Hop a, Hop b) {
-          return a.link == b.link && a.up == b.up;
-        })) << "the same message got another route";
+        ASSERT_EQ(route_text(hops), route_text(again)) << "the same message got another route";
         const auto globals = walk(graph, src, dst, hops);
         if (src_group == dst_group) {
           // Through a third router of the group: at most four hops between routers, none global.
@@ -119,10 +140,7 @@ TEST(ValiantRouting, RoutesThroughAThirdGroupDrawnPerMessage)
             topology->route(src, dst, minimal);
             EXPECT_EQ(hops.size(), minimal.size());
           }
-          std::string links;
-          for (const Hop& hop : hops)
-            links += fmt::format("{}{} ", hop.link, hop.up ? "+" : "-");
-          intermediates.insert(links); // here: the distinct routes
+          intermediates.insert(route_text(hops)); // here: the distinct routes
           continue;
         }
         ASSERT_EQ(globals.size(), 2u) << "not two global links";
@@ -147,8 +165,7 @@ TEST(ValiantRouting, MinimalRoutingIgnoresTheMessage)
   HopList by_pair, by_message;
   topology->route(0, 80, by_pair);
   topology->route_message(0, 80, 12345, by_message);
-  EXPECT_TRUE(std::equal(by_pair.begin(), by_pair.end(), by_message.begin(), by_message.end(),
-                         [](Hop a, Hop b) { return a.link == b.link && a.up == b.up; }));
+  EXPECT_EQ(route_text(by_pair), route_text(by_message));
 }
 
 // Adversarial and uniform traffic on the balanced dragonfly, minimal against Valiant, on the link-level model.
@@ -170,14 +187,7 @@ TEST(ValiantRouting, ClassicDragonflyBehaviours)
   simgrid::s4u::create_full_zone("root");
   const std::vector<simgrid::s4u::Host*> hosts(P, build_single_host_platform("link_level"));
   auto makespan = [&](const std::string& routing, const std::vector<PatternMessage>& messages) {
-    const auto topology = load(balanced_dragonfly_spec(), routing);
-    const NetworkGraph graph = topology->graph();
-    SemaphoreParking parking(P);
-    LinkLevelTransport transport(
-        P, parking, link_slot_specs(graph),
-        link_route(*topology, first_nodes(static_cast<std::size_t>(P)), graph.edge_count(), 1));
-    const auto arrivals = run_pattern(transport, hosts, messages);
-    return *std::max_element(arrivals.begin(), arrivals.end());
+    return link_level_makespan(*load(balanced_dragonfly_spec(), routing), hosts, messages);
   };
   const double adversarial_minimal = makespan("minimal", adversarial);
   const double adversarial_valiant = makespan("valiant", adversarial);
@@ -226,13 +236,8 @@ TEST(FatTreeRandomRouting, ClimbsAsHighAsDModKThroughParentsDrawnPerMessage)
         topology->route_message(src, dst, message, again);
         ASSERT_EQ(hops.size(), d_mod_k.size());
         walk(graph, src, dst, hops);
-        std::string links, links_again;
-        for (const Hop& hop : hops)
-          links += fmt::format("{}{} ", hop.link, hop.up ? "+" : "-");
-        for (const Hop& hop : again)
-          links_again += fmt::format("{}{} ", hop.link, hop.up ? "+" : "-");
-        ASSERT_EQ(links, links_again) << "the same message got another route";
-        routes.insert(links);
+        ASSERT_EQ(route_text(hops), route_text(again)) << "the same message got another route";
+        routes.insert(route_text(hops));
       }
       if (d_mod_k.size() > 2) {
         EXPECT_GT(routes.size(), 1u) << "every message took the same parents";
@@ -258,15 +263,7 @@ TEST(FatTreeRandomRouting, SpreadsWhatDModKStacks)
   simgrid::s4u::create_full_zone("root");
   const std::vector<simgrid::s4u::Host*> hosts(P, build_single_host_platform("link_level"));
   auto makespan = [&](const std::string& routing) {
-    spec["routing"] = routing;
-    const auto topology = parse_topology(JsonReader(spec, "topology"), kConfigs);
-    const NetworkGraph graph = topology->graph();
-    SemaphoreParking parking(P);
-    LinkLevelTransport transport(
-        P, parking, link_slot_specs(graph),
-        link_route(*topology, first_nodes(static_cast<std::size_t>(P)), graph.edge_count(), 1));
-    const auto arrivals = run_pattern(transport, hosts, messages);
-    return *std::max_element(arrivals.begin(), arrivals.end());
+    return link_level_makespan(*load(spec, routing), hosts, messages);
   };
   const double d_mod_k = makespan("d_mod_k"), random = makespan("random");
   std::cout << fmt::format("d_mod_k {:.4g} s, random {:.4g} s ({:.2f}x faster)\n", d_mod_k, random, d_mod_k / random);
