@@ -401,6 +401,31 @@ TEST(Sweep, BadPointsNameTheirJsonPath)
 
 // The emitted scripts run by bash as Slurm would run them (SLURM_ARRAY_TASK_ID per task): their gathered
 // summary is the local sweep's.
+// A point too large for this machine (a dense ring of 10^11 floats per rank: terabytes) stops only a run that
+// would start it here: other slices run, and Slurm scripts for a larger machine are written.
+TEST(Sweep, PointTooLargeHereStopsOnlyARunThatIncludesIt)
+{
+  nlohmann::json sweep = {
+      {"name", "large"},
+      {"base", star_run_config("large", 2, 1, "topka", 5000, 0.02, 8)},
+      {"points",
+       {{{"ranks", 2}}, {{"ranks", 8}, {"algorithm.name", "dense_ring"}, {"workload.n", 100'000'000'000LL}}}}};
+  const auto dir = scratch_dir("sweep_large");
+  CliResult slice = run_sweep_cli(sweep, dir, "--jobs 1 --only ranks=2", "slice");
+  ASSERT_EQ(slice.exit_code, 0) << slice.output;
+  EXPECT_EQ(complete_points(slice.dir), 1u);
+
+  CliResult all = run_sweep_cli(sweep, dir, "--jobs 1", "all");
+  EXPECT_EQ(all.exit_code, 2) << all.output;
+  EXPECT_NE(all.output.find("config error at [point points[1]"), std::string::npos) << all.output;
+  EXPECT_NE(all.output.find("fits in memory"), std::string::npos) << all.output;
+  EXPECT_FALSE(std::filesystem::exists(all.dir / "points")) << "something was written before the refusal";
+
+  CliResult slurm = run_sweep_cli(sweep, dir, "--emit-slurm", "slurm");
+  EXPECT_EQ(slurm.exit_code, 0) << slurm.output;
+  EXPECT_TRUE(std::filesystem::exists(slurm.dir / "points" / "0001" / "config.json"));
+}
+
 TEST(Sweep, SlurmScriptsRunTheSamePoints)
 {
   const auto dir = scratch_dir("sweepslurm");

@@ -458,12 +458,19 @@ Sweep load_sweep(const std::filesystem::path& file)
         if (!point.values[c].is_null()) // a path this point does not set, nor the base
           point.label +=
               fmt::format("{}{}={}", point.label.empty() ? "" : " ", sweep.columns[c], value_text(point.values[c]));
+      auto at_point = [&](const ConfigError& e) {
+        return ConfigError(fmt::format("[point {}] {}", point.label, e.path()), e.value(), e.expected());
+      };
       try {
         const ExperimentConfig config = parse_config(point.config, sweep.config_dir);
-        check_memory(config);
         point.memory_bytes = estimate_memory(config).bytes;
+        try {
+          check_memory(config);
+        } catch (const ConfigError& e) {
+          point.too_large_here = at_point(e);
+        }
       } catch (const ConfigError& e) {
-        throw ConfigError(fmt::format("[point {}] {}", point.label, e.path()), e.value(), e.expected());
+        throw at_point(e);
       }
       sweep.points.push_back(std::move(point));
       std::size_t a = sweep.axes.size();
@@ -478,6 +485,10 @@ Sweep load_sweep(const std::filesystem::path& file)
 
 SweepOutcome run_sweep(const Sweep& sweep, const SweepOptions& options)
 {
+  // Before anything is written: every point to run must fit this machine (a complete one is not run again).
+  for (std::size_t i : selected_points(sweep, options.only))
+    if (sweep.points[i].too_large_here && !(options.resume && point_complete(point_dir(options.out, i))))
+      throw *sweep.points[i].too_large_here;
   const std::vector<std::size_t> todo = prepare_points(sweep, options);
   // With --only, the selected points stand for the sweep in the counts.
   const std::size_t total = options.only.empty() ? sweep.points.size() : selected_points(sweep, options.only).size();

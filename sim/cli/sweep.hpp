@@ -24,6 +24,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,10 @@ struct SweepPoint {
   std::vector<nlohmann::json> values; // one per column of Sweep::columns
   nlohmann::json config;              // the base config with the values applied
   double memory_bytes = 0;            // estimate_memory of the config
-  std::string label;                  // "ranks=16 algorithm.name=topka", for messages
+  // check_memory's refusal on this machine (its path prefixed with the point), raised only if the point is to
+  // run here: a sweep may hold points for a larger machine (run there, or as a Slurm job array).
+  std::optional<ConfigError> too_large_here;
+  std::string label; // "ranks=16 algorithm.name=topka", for messages
 };
 
 struct Sweep {
@@ -50,8 +54,9 @@ struct Sweep {
   std::filesystem::path config_dir; // where relative paths in the configs resolve (absolute)
 };
 
-// Reads and expands a sweep file; every point's config is checked with parse_config and its memory estimate
-// with check_memory (ConfigError on failure, its path prefixed with the point's coordinates).
+// Reads and expands a sweep file; every point's config is checked with parse_config (ConfigError on failure, its
+// path prefixed with the point's coordinates) and its memory estimated; check_memory's verdict is kept for
+// run_sweep, which refuses to run here a selected point that does not fit this machine.
 Sweep load_sweep(const std::filesystem::path& file);
 
 // `--only PATH=VALUE`: a point is selected when its config holds VALUE at PATH (keys joined by dots).
