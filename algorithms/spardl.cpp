@@ -135,7 +135,7 @@ void add_into_acc(Communicator& comm, std::span<float> acc, const SparseVector& 
 {
   reduce_charged(comm, [&] {
     for (std::size_t e = 0; e < part.size(); ++e)
-      acc[part.indices[e]] += scale == 1.0f ? part.values[e] : part.values[e] * scale;
+      acc[part.indices[e]] += part.values[e] * scale; // exact for scale 1
     return Bytes{16 * part.size()};
   });
 }

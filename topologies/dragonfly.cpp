@@ -186,12 +186,8 @@ struct DragonflyShape {
         route(src, dst, hops);
         return;
       }
-      // One of the group's other routers, skipping the source's and the destination's.
       const std::size_t first = from.group * routers_per_group();
-      std::size_t via = draw % (routers_per_group() - 2);
-      for (std::size_t skipped : {std::min(src_router, dst_router) - first, std::max(src_router, dst_router) - first})
-        if (via >= skipped)
-          ++via;
+      const std::size_t via = other_than(draw, routers_per_group(), src_router - first, dst_router - first);
       const Slot middle{via / routers, via % routers};
       hops.push(src, true);
       route_in_group(from.group, from.slot, middle, hops);
@@ -203,11 +199,7 @@ struct DragonflyShape {
       route(src, dst, hops);
       return;
     }
-    // The intermediate: one of the groups - 2 others, skipping the source's and the destination's.
-    std::size_t via = draw % (groups - 2);
-    for (std::size_t skipped : {std::min(from.group, to.group), std::max(from.group, to.group)})
-      if (via >= skipped)
-        ++via;
+    const std::size_t via = other_than(draw, groups, from.group, to.group);
     const std::size_t start = mix(draw); // ties among parallel global links, per message
     hops.push(src, true);
     const Slot entry =
@@ -218,6 +210,16 @@ struct DragonflyShape {
   }
 
   static std::uint64_t mix(std::uint64_t x) { return mix64(x); }
+
+  // One of 0 .. count-1 other than a and b (a != b, count >= 3), chosen by `draw`: the intermediate.
+  static std::size_t other_than(std::uint64_t draw, std::size_t count, std::size_t a, std::size_t b)
+  {
+    std::size_t chosen = draw % (count - 2);
+    for (std::size_t skipped : {std::min(a, b), std::max(a, b)})
+      if (chosen >= skipped)
+        ++chosen;
+    return chosen;
+  }
 };
 
 struct DragonflyLinks {
@@ -232,6 +234,7 @@ public:
       , global_ports_(global_ports)
       , links_(links)
       , routing_(std::move(routing))
+      , valiant_(routing_ == "valiant")
   {
   }
 
@@ -278,10 +281,10 @@ public:
   }
 
   void route(std::size_t src, std::size_t dst, HopList& hops) const override { shape_.route(src, dst, hops); }
-  bool routes_per_message() const override { return routing_ == "valiant"; }
+  bool routes_per_message() const override { return valiant_; }
   void route_message(std::size_t src, std::size_t dst, std::uint64_t message, HopList& hops) const override
   {
-    if (routing_ == "valiant")
+    if (valiant_)
       shape_.route_valiant(src, dst, message, hops);
     else
       shape_.route(src, dst, hops);
@@ -314,6 +317,7 @@ private:
   std::size_t global_ports_;
   DragonflyLinks links_;
   std::string routing_; // "minimal" or "valiant"
+  bool valiant_;
 };
 
 // Reads one link class; `cables` (parallel cables merged into one link) only where allowed.

@@ -106,6 +106,7 @@ public:
       , default_link_(default_link)
       , per_level_(std::move(per_level))
       , routing_(std::move(routing))
+      , random_(routing_ == "random")
   {
   }
 
@@ -135,10 +136,10 @@ public:
   }
 
   void route(std::size_t src, std::size_t dst, HopList& hops) const override { shape_.route(src, dst, hops); }
-  bool routes_per_message() const override { return routing_ == "random"; }
+  bool routes_per_message() const override { return random_; }
   void route_message(std::size_t src, std::size_t dst, std::uint64_t message, HopList& hops) const override
   {
-    shape_.route(src, dst, hops, routing_ == "random" ? &message : nullptr);
+    shape_.route(src, dst, hops, random_ ? &message : nullptr);
   }
   std::string routing() const override { return routing_; }
 
@@ -171,6 +172,7 @@ private:
   LinkSpec default_link_;
   std::vector<LinkSpec> per_level_;
   std::string routing_; // "d_mod_k" or "random"
+  bool random_;
 };
 
 } // namespace

@@ -122,7 +122,7 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
       local == SparseAllreduce::LocalSelection::threshold_reuse ? SelectionPolicy::threshold_reuse
       : local == SparseAllreduce::LocalSelection::gaussian_fit  ? SelectionPolicy::gaussian
                                                                 : SelectionPolicy::exact;
-  const bool within_collective = local == SparseAllreduce::LocalSelection::within_collective;
+  const bool within_collective = config.selects_within_collective();
   if (within_collective && config.gradients->generates_candidates())
     throw ConfigError("gradients.generation", "\"candidates\"",
                       "\"dense\": " + config.algorithm->name() + " selects within the collective from the dense acc");

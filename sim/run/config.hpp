@@ -52,6 +52,12 @@ struct ExperimentConfig {
   // The algorithm as a sparse allreduce, or null for a dense one: the one place that asks which it is.
   const SparseAllreduce* sparse_algorithm() const { return dynamic_cast<const SparseAllreduce*>(algorithm.get()); }
   bool is_sparse() const { return sparse_algorithm() != nullptr; }
+  // A sparse algorithm that selects within the collective from each rank's dense acc (SparDL).
+  bool selects_within_collective() const
+  {
+    const SparseAllreduce* sparse = sparse_algorithm();
+    return sparse && sparse->default_local_selection() == SparseAllreduce::LocalSelection::within_collective;
+  }
   const DenseAllreduce& dense_algorithm() const { return dynamic_cast<const DenseAllreduce&>(*algorithm); }
 
   // The config with every default filled in, as written into result manifests.

@@ -159,8 +159,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   std::unique_ptr<SelectionStage> selection_stage;
   if (const SparseAllreduce* sparse = config.sparse_algorithm()) {
     sparse_verifier = std::make_unique<SparseVerifier>(config.ranks, config.workload.n, sparse->result_semantics(),
-                                                       sparse->default_local_selection() ==
-                                                           SparseAllreduce::LocalSelection::within_collective);
+                                                       config.selects_within_collective());
     selection_stage = std::make_unique<SelectionStage>(config);
   }
 
@@ -181,7 +180,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   out.verified = config.verify;
   if (!sparse_verifier)
     out.verification = "every rank's result equals the direct sum of all gradients";
-  else if (config.sparse_algorithm()->default_local_selection() == SparseAllreduce::LocalSelection::within_collective)
+  else if (config.selects_within_collective())
     out.verification = "every rank holds the same result, and it conserves the accs: the sum of the accs handed to "
                        "the collective equals the result plus the residuals it left";
   else if (config.sparse_algorithm()->result_semantics() == SparseAllreduce::ResultSemantics::reselected)

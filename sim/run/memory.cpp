@@ -8,15 +8,6 @@
 #include <unistd.h>
 
 namespace sparsim {
-namespace {
-
-bool within_collective(const ExperimentConfig& config)
-{
-  const auto* sparse = config.sparse_algorithm();
-  return sparse && sparse->default_local_selection() == SparseAllreduce::LocalSelection::within_collective;
-}
-
-} // namespace
 
 MemoryEstimate estimate_memory(const ExperimentConfig& config)
 {
@@ -32,9 +23,9 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
   double arrays = 0; // the residuals and dense vectors: arrays of known size, no margin needed
   if (config.is_sparse()) {
     // A collective that selects within itself (SparDL) keeps every rank's dense acc, residual or not.
-    if (config.selection.residual == ResidualKind::dense || within_collective(config)) {
+    if (config.selection.residual == ResidualKind::dense || config.selects_within_collective()) {
       arrays = P * n * 4;
-      add(within_collective(config) ? "accs (P*n floats)" : "residuals (P*n floats)", arrays);
+      add(config.selects_within_collective() ? "accs (P*n floats)" : "residuals (P*n floats)", arrays);
     }
     if (config.gradients->generates_candidates()) {
       // The iteration's mean and noise (2 n floats) and the candidate plan (an index, a mean and a noise per
@@ -70,7 +61,7 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
     // for U's indices (24 bytes per entry of U, at most the union of the selections) and 1.5 bits per index.
     if (!config.is_sparse() || config.selection.warmup_iterations > 0)
       add("dense verification (2 n doubles)", 2 * n * 8);
-    if (config.is_sparse() && within_collective(config))
+    if (config.is_sparse() && config.selects_within_collective())
       add("conservation check (3 n doubles)", 24 * n);
     else if (config.is_sparse())
       add("sparse verification (24 bytes per entry of U, 1.5 bits per index)", 24 * std::min(P * k, n) + 3 * n / 16);
@@ -93,14 +84,15 @@ void check_memory(const ExperimentConfig& config)
   const MemoryEstimate estimate = estimate_memory(config);
   const double available = 0.9 * physical_memory_bytes();
   if (estimate.bytes > available)
-    throw ConfigError(
-        "ranks", std::to_string(config.ranks),
-        fmt::format("a run that fits in memory: it needs about {} ({}), more than 90% of this "
-                    "machine's {}{}",
-                    format_bytes(estimate.bytes), estimate.breakdown, format_bytes(physical_memory_bytes()),
-                    config.is_sparse() && config.selection.residual == ResidualKind::dense && !within_collective(config)
-                        ? "; selection.residual \"none\" keeps no residual (docs/scale.md)"
-                        : ""));
+    throw ConfigError("ranks", std::to_string(config.ranks),
+                      fmt::format("a run that fits in memory: it needs about {} ({}), more than 90% of this "
+                                  "machine's {}{}",
+                                  format_bytes(estimate.bytes), estimate.breakdown,
+                                  format_bytes(physical_memory_bytes()),
+                                  config.is_sparse() && config.selection.residual == ResidualKind::dense &&
+                                          !config.selects_within_collective()
+                                      ? "; selection.residual \"none\" keeps no residual (docs/scale.md)"
+                                      : ""));
 }
 
 } // namespace sparsim

@@ -109,8 +109,7 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
   const std::uint64_t n = config.workload.n;
   const std::uint64_t k = config.workload.k;
   auto state = algorithm.make_rank_state(rank, config.ranks, n);
-  const bool within_collective =
-      algorithm.default_local_selection() == SparseAllreduce::LocalSelection::within_collective;
+  const bool within_collective = config.selects_within_collective();
 
   // Dense warm-up iterations (iteration counters include them): a ring allreduce of the gradient itself.
   const auto warmup = make_warmup_allreduce();

@@ -77,25 +77,18 @@ SparseVector SelectionStage::take_and_charge(Communicator& comm)
 void SelectionStage::prepare_rank(RankId rank, int iteration, std::vector<float>& gradient,
                                   const SparseVector* candidates, SparseVector& buffer)
 {
-  Prepared& prepared = prepared_[rank];
-  if (within_collective_) { // acc = residual + gradient (or the gradient), handed to the collective whole
-    std::vector<float>& acc = residuals_[rank];
-    if (keep_residual_) {
-      config_.gradients->generate(rank, iteration, gradient);
-      acc.resize(config_.workload.n, 0.0f);
-      for (std::size_t i = 0; i < acc.size(); ++i)
-        acc[i] += gradient[i];
-    } else {
-      acc.resize(config_.workload.n);
-      config_.gradients->generate(rank, iteration, acc);
-    }
-    prepared = {};
-    return;
-  }
+  // acc = residual + gradient, or the gradient alone without a residual. A collective that selects within
+  // itself keeps its acc in residuals_ either way (it leaves the residual there), so it gets the gradient
+  // generated straight into it and no local selection.
   std::span<const float> acc;
   if (!candidates) {
-    config_.gradients->generate(rank, iteration, gradient);
-    acc = gradient;
+    if (within_collective_ && !keep_residual_) {
+      residuals_[rank].resize(config_.workload.n);
+      config_.gradients->generate(rank, iteration, residuals_[rank]);
+    } else {
+      config_.gradients->generate(rank, iteration, gradient);
+      acc = gradient;
+    }
     if (keep_residual_) {
       std::vector<float>& residual = residuals_[rank];
       residual.resize(config_.workload.n, 0.0f);
@@ -103,6 +96,11 @@ void SelectionStage::prepare_rank(RankId rank, int iteration, std::vector<float>
         residual[i] += gradient[i];
       acc = residual;
     }
+  }
+  Prepared& prepared = prepared_[rank];
+  if (within_collective_) {
+    prepared = {};
+    return;
   }
   prepared.traffic = {};
   LocalSelector& selector = selectors_[rank];

@@ -33,8 +33,7 @@ public:
       : config_(config)
       , keep_residual_(config.selection.residual == ResidualKind::dense)
       , candidates_(config.gradients->generates_candidates())
-      , within_collective_(config.sparse_algorithm() && config.sparse_algorithm()->default_local_selection() ==
-                                                            SparseAllreduce::LocalSelection::within_collective)
+      , within_collective_(config.selects_within_collective())
       , residuals_(keep_residual_ || within_collective_ ? config.ranks : 0)
       , selectors_(config.ranks, LocalSelector(config.selection))
       , prepared_(config.ranks)

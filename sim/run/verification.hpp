@@ -179,7 +179,7 @@ private:
     }
   }
 
-  double check() const
+  double check()
   {
     if (within_collective_)
       return conservation_error();
@@ -201,19 +201,19 @@ private:
     return worst;
   }
 
-  // max |sum_r acc_r - (U + sum_r residual_r)| / tolerance over the indices; U must hold each index once.
-  double conservation_error() const
+  // max |sum_r acc_r - (U + sum_r residual_r)| / tolerance over the indices (U added into the residuals' sum,
+  // which the next iteration's record_accs resets); U must hold each index once.
+  double conservation_error()
   {
-    std::vector<double> kept = left_sum_;
     for (std::size_t e = 0; e < first_result_->size(); ++e) {
       const Index i = first_result_->indices[e];
       if (i >= n_ || (e > 0 && i <= first_result_->indices[e - 1]))
         return 1e300; // an index outside the vector, or out of order (twice)
-      kept[i] += first_result_->values[e];
+      left_sum_[i] += first_result_->values[e];
     }
     double worst = 0;
     for (std::size_t i = 0; i < n_; ++i)
-      worst = std::max(worst, std::fabs(kept[i] - acc_sum_[i]) / rounding_tolerance(ranks_, acc_abs_sum_[i]));
+      worst = std::max(worst, std::fabs(left_sum_[i] - acc_sum_[i]) / rounding_tolerance(ranks_, acc_abs_sum_[i]));
     return worst;
   }
 
@@ -222,7 +222,7 @@ private:
   SparseAllreduce::ResultSemantics semantics_;
   bool within_collective_;
   std::vector<double> acc_sum_, acc_abs_sum_; // within-collective: sum_r acc_r and sum_r |acc_r| before it
-  std::vector<double> left_sum_;              // within-collective: sum_r residual_r after it, so far
+  std::vector<double> left_sum_;              // within-collective: sum_r residual_r after it (then + U)
   int reported_ = 0;
   std::shared_ptr<const SparseVector> first_result_;
   std::vector<std::uint64_t> in_result_;  // bit i: U holds index i
