@@ -115,20 +115,30 @@ void write_file_atomically(const std::filesystem::path& path, const std::string&
 // bytes in all, the busiest one's and the mean (the spread of load a routing choice changes).
 nlohmann::json link_levels(const std::vector<LinkRow>& links)
 {
-  nlohmann::json levels = nlohmann::json::array();
-  std::map<std::string, std::size_t> index;
+  struct LevelLoad {
+    std::string level;
+    std::size_t links = 0;
+    double bytes = 0, busiest = 0;
+  };
+  std::vector<LevelLoad> levels;
+  std::map<std::string, std::size_t> index; // level name -> its place in `levels`
   for (const LinkRow& row : links) {
     auto [at, added] = index.try_emplace(row.level, levels.size());
     if (added)
-      levels.push_back({{"level", row.level}, {"links", 0}, {"bytes", 0.0}, {"busiest_link_bytes", 0.0}});
-    nlohmann::json& level = levels[at->second];
-    level["links"] = level["links"].get<std::size_t>() + 1;
-    level["bytes"] = level["bytes"].get<double>() + static_cast<double>(row.bytes);
-    level["busiest_link_bytes"] = std::max(level["busiest_link_bytes"].get<double>(), static_cast<double>(row.bytes));
+      levels.push_back({row.level});
+    LevelLoad& level = levels[at->second];
+    ++level.links;
+    level.bytes += static_cast<double>(row.bytes);
+    level.busiest = std::max(level.busiest, static_cast<double>(row.bytes));
   }
-  for (nlohmann::json& level : levels)
-    level["mean_link_bytes"] = level["bytes"].get<double>() / level["links"].get<double>();
-  return levels;
+  nlohmann::json out = nlohmann::json::array();
+  for (const LevelLoad& level : levels)
+    out.push_back({{"level", level.level},
+                   {"links", level.links},
+                   {"bytes", level.bytes},
+                   {"busiest_link_bytes", level.busiest},
+                   {"mean_link_bytes", level.bytes / static_cast<double>(level.links)}});
+  return out;
 }
 
 void write_results(const std::filesystem::path& dir, const ExperimentConfig& config, const RunOutput& output,
