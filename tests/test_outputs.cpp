@@ -218,6 +218,70 @@ TEST(LinksCsv, DragonflyValiantCrossesTwoGlobalLinksAndTheManifestSumsTheLevels)
   EXPECT_EQ(seen.size(), by_level.size());
 }
 
+// Adaptive routing (link-level model): links.csv counts the route the model chose for each message when it
+// started. Checked without knowing those routes: bytes are conserved at every router (what enters leaves),
+// every message leaves and enters through its nodes' links, and against the same run under minimal routing
+// every count but the time is unchanged, the global links carry at least as much (detours cross two) and
+// the manifest counts the messages sent on a detour.
+TEST(LinksCsv, DragonflyAdaptiveCountsTheRoutesTheModelChose)
+{
+  const int ranks = 24;
+  auto run_with = [&](const std::string& routing) {
+    nlohmann::json topology = dragonfly();
+    topology["routing"] = routing;
+    nlohmann::json config = experiment("links_" + routing, ranks, topology, "oktopk", 2);
+    config["network"] = {{"model", "LinkLevel"}};
+    return run_config(config, "links_" + routing);
+  };
+  const CliResult adaptive = run_with("adaptive"), minimal = run_with("minimal");
+  ASSERT_EQ(adaptive.exit_code, 0) << adaptive.output;
+  ASSERT_EQ(minimal.exit_code, 0) << minimal.output;
+
+  std::map<std::string, double> by_level, minimal_by_level, into, out_of;
+  for (auto& row : read_csv(adaptive.dir / "links.csv")) {
+    const double bytes = number(row, "bytes");
+    by_level[row["level"]] += bytes;
+    // "<from>_<to>[_k]_UP": up from `from` to `to`, down the other way.
+    const std::string& name = row["link"];
+    const std::size_t first = name.find('_'), second = name.find('_', first + 1);
+    const std::string from = name.substr(0, first), to = name.substr(first + 1, second - first - 1);
+    const bool up = row["direction"] == "up";
+    out_of[up ? from : to] += bytes;
+    into[up ? to : from] += bytes;
+  }
+  for (auto& row : read_csv(minimal.dir / "links.csv"))
+    minimal_by_level[row["level"]] += number(row, "bytes");
+  for (auto& [vertex, bytes] : into)
+    if (vertex.rfind("node", 0) != 0) {
+      EXPECT_EQ(bytes, out_of[vertex]) << "router " << vertex << " does not pass on what it receives";
+    }
+  double sent = 0;
+  for (auto& [rank, bytes] : per_rank(adaptive.dir, "bytes_sent"))
+    sent += bytes;
+  EXPECT_GT(sent, 0);
+  EXPECT_EQ(by_level["node"], 2 * sent);
+  EXPECT_EQ(by_level["node"], minimal_by_level["node"]);
+  EXPECT_GE(by_level["global"], minimal_by_level["global"]);
+  EXPECT_LE(by_level["global"], 2 * minimal_by_level["global"]);
+
+  const auto manifest = nlohmann::json::parse(read_text(adaptive.dir / "manifest.json"));
+  const double detours = manifest.at("nonminimal_routes").get<double>();
+  EXPECT_GT(detours, 0) << "no message took a detour: the test shows nothing about chosen routes";
+  EXPECT_LE(detours, manifest.at("simulated_messages").get<double>());
+  EXPECT_GT(by_level["global"] + by_level["intra_group"] + by_level["intra_chassis"],
+            minimal_by_level["global"] + minimal_by_level["intra_group"] + minimal_by_level["intra_chassis"]);
+  EXPECT_FALSE(nlohmann::json::parse(read_text(minimal.dir / "manifest.json")).contains("nonminimal_routes"));
+  // Only time depends on the routes: every rank's counts per phase are those of minimal routing.
+  auto counts = [](const std::filesystem::path& dir) {
+    std::vector<std::string> rows;
+    for (auto& row : read_csv(dir / "ranks.csv"))
+      rows.push_back(row["iteration"] + " " + row["rank"] + " " + row["phase"] + " " + row["msgs_sent"] + " " +
+                     row["bytes_sent"] + " " + row["msgs_recv"] + " " + row["bytes_recv"]);
+    return rows;
+  };
+  EXPECT_EQ(counts(adaptive.dir), counts(minimal.dir));
+}
+
 namespace {
 
 // A trace's complete events of one rank.

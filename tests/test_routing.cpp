@@ -1,11 +1,13 @@
-// The dragonfly's Valiant routing (topology.routing "valiant", the link-level model): every route is a path of
+// The dragonfly's Valiant and adaptive routing (topology.routing "valiant" and "adaptive", the link-level
+// model): every Valiant route is a path of
 // the graph from source to destination through a third group (two global links), drawn per message and the
 // same for the same message; messages within a group go through a third router of it; and the classic behaviour of Kim
 // et al. (ISCA 2008) on a balanced dragonfly, measured on the link-level model: under adversarial traffic (every node
 // of group g sends to group g + 1) minimal routing is held to the pair's one global link while Valiant
 // spreads the load over all groups, several times faster; under uniform traffic (an all-to-all) minimal runs
-// near the injection rate and Valiant, whose messages cross two global links, at about half of it. The config
-// rules: SimGrid's flows keep static routes, so "valiant" needs network.model "LinkLevel".
+// near the injection rate and Valiant, whose messages cross two global links, at about half of it; adaptive
+// routing (UGAL, Jiang et al., ISCA 2009) close to the better of the two on both. The config rules: SimGrid's
+// flows keep static routes, so "valiant" and "adaptive" need network.model "LinkLevel".
 #include "config_errors.hpp"
 #include "pattern_harness.hpp"
 #include "topology_specs.hpp"
@@ -192,8 +194,13 @@ TEST(ValiantRouting, ClassicDragonflyBehaviours)
   };
   const double adversarial_minimal = makespan("minimal", adversarial);
   const double adversarial_valiant = makespan("valiant", adversarial);
+  const double adversarial_adaptive = makespan("adaptive", adversarial);
   const double uniform_minimal = makespan("minimal", uniform);
   const double uniform_valiant = makespan("valiant", uniform);
+  const double uniform_adaptive = makespan("adaptive", uniform);
+  std::cout << fmt::format("adaptive: adversarial {:.4g} s ({:.2f}x valiant), uniform {:.4g} s ({:.3f}x minimal)\n",
+                           adversarial_adaptive, adversarial_adaptive / adversarial_valiant, uniform_adaptive,
+                           uniform_adaptive / uniform_minimal);
   // Injection bound of the all-to-all: every node sends P - 1 messages over its 10 GB/s link.
   const double injection = static_cast<double>((P - 1) * S) / 10e9;
   std::cout << fmt::format("adversarial: minimal {:.4g} s, valiant {:.4g} s ({:.2f}x faster); uniform: minimal "
@@ -212,6 +219,51 @@ TEST(ValiantRouting, ClassicDragonflyBehaviours)
   // the throughput.
   EXPECT_GT(uniform_valiant / uniform_minimal, 1.6);
   EXPECT_LT(uniform_valiant / uniform_minimal, 2.4);
+  // Adaptive: near the better of the two on both patterns (it may beat Valiant on the adversarial one, using
+  // the direct global link beside the detours).
+  EXPECT_LT(adversarial_adaptive, 1.25 * adversarial_valiant);
+  EXPECT_LT(uniform_adaptive / injection, 1.1);
+}
+
+// Adaptive routing on the balanced dragonfly: a lone message (an empty network) takes the minimal route and
+// arrives exactly when it does under minimal routing; the bias moves the choice toward minimal (bias 1: never
+// a detour, the minimal makespan exactly); with 1 to 4 candidates the adversarial pattern stays near Valiant's
+// time (more candidates do not help here: the choices made at one instant are greedy).
+TEST(AdaptiveRouting, LoneMessageStaysMinimalAndTheBiasLeansTowardIt)
+{
+  const int P = static_cast<int>(kGroups * kNodesPerGroup);
+  start_engine(NetworkOptions{});
+  simgrid::s4u::create_full_zone("root");
+  const std::vector<simgrid::s4u::Host*> hosts(P, build_single_host_platform("link_level"));
+  auto makespan = [&](const std::string& routing, const std::vector<PatternMessage>& messages, json adaptive) {
+    json spec = balanced_dragonfly_spec();
+    if (!adaptive.is_null())
+      spec["adaptive"] = adaptive;
+    return link_level_makespan(*load(spec, routing), hosts, messages);
+  };
+  for (const Bytes bytes : {Bytes{8}, Bytes{1'000'000}}) {
+    const std::vector<PatternMessage> lone = {{3, 40, bytes, 0}}; // group 0 to group 2
+    EXPECT_EQ(makespan("adaptive", lone, nullptr), makespan("minimal", lone, nullptr)) << bytes;
+  }
+  std::vector<PatternMessage> adversarial;
+  for (int r = 0; r < P; ++r)
+    for (int part = 0; part < 16; ++part)
+      adversarial.push_back({r, static_cast<RankId>((r + static_cast<int>(kNodesPerGroup)) % P), 62'500, 0});
+  const double minimal = makespan("minimal", adversarial, nullptr);
+  const double unbiased = makespan("adaptive", adversarial, {{"bias", 0.0}});
+  const double biased = makespan("adaptive", adversarial, {{"bias", 0.5}});
+  const double never = makespan("adaptive", adversarial, {{"bias", 1.0}});
+  const double one_candidate = makespan("adaptive", adversarial, {{"candidates", 1}});
+  const double four_candidates = makespan("adaptive", adversarial, {{"candidates", 4}});
+  std::cout << fmt::format("adversarial: minimal {:.4g} s; adaptive bias 0 {:.4g} s, bias 0.5 {:.4g} s, bias 1 "
+                           "{:.4g} s; 1 candidate {:.4g} s, 2 (the default) as bias 0, 4 candidates {:.4g} s\n",
+                           minimal, unbiased, biased, never, one_candidate, four_candidates);
+  EXPECT_EQ(never, minimal);
+  EXPECT_LE(unbiased, biased);
+  EXPECT_LT(biased, minimal);
+  const double valiant = makespan("valiant", adversarial, nullptr);
+  for (const double candidates : {one_candidate, unbiased, four_candidates})
+    EXPECT_LT(candidates, 1.25 * valiant);
 }
 
 // The fat tree's "random" routing: the route climbs to the same level as D-mod-k's (the same length) through
@@ -289,6 +341,16 @@ TEST(ValiantRouting, ConfigRules)
   json fat_tree = config;
   fat_tree["topology"] = {{"file", "platforms/fat_tree_4096.json"}, {"routing", "random"}};
   EXPECT_EQ(parse_config(fat_tree, kConfigs).topology->routing(), "random");
+  json adaptive = config;
+  adaptive["topology"] = {
+      {"file", "platforms/piz_daint.json"}, {"routing", "adaptive"}, {"adaptive", {{"candidates", 3}}}};
+  const auto adaptive_topology = parse_config(adaptive, kConfigs).topology;
+  EXPECT_EQ(adaptive_topology->adaptive_routing().candidates, 3u);
+  EXPECT_EQ(adaptive_topology->adaptive_routing().bias, 0.0);
+  EXPECT_EQ(adaptive_topology->to_json()["adaptive"], json({{"candidates", 3}, {"bias", 0.0}}));
+  json defaults = balanced_dragonfly_spec();
+  defaults["routing"] = "adaptive";
+  EXPECT_EQ(parse_topology(JsonReader(defaults, "topology"), kConfigs)->adaptive_routing().candidates, 2u);
   json valiant_star = star_spec(4);
   valiant_star["routing"] = "valiant";
   // Each refusal: the topology and network model put into the accepted config, and the value the error names.
@@ -301,6 +363,10 @@ TEST(ValiantRouting, ConfigRules)
   const std::vector<Refusal> refusals = {
       {"valiant with SimGrid's flows", config["topology"], "CM02", "valiant"},
       {"an unknown routing", {{"file", "platforms/piz_daint.json"}, {"routing", "ugal"}}, "LinkLevel", "ugal"},
+      {"adaptive with SimGrid's flows",
+       {{"file", "platforms/piz_daint.json"}, {"routing", "adaptive"}},
+       "CM02",
+       "adaptive"},
       {"a dragonfly routing on a fat tree",
        {{"file", "platforms/fat_tree_4096.json"}, {"routing", "valiant"}},
        "LinkLevel",
@@ -322,4 +388,18 @@ TEST(ValiantRouting, ConfigRules)
     bad["network"]["model"] = refusal.model;
     expect_config_error(bad, kConfigs, "topology.routing", refusal.value);
   }
+  // Adaptive routing's parameters: only with it, and in range.
+  json stray = config;
+  stray["topology"]["adaptive"] = {{"bias", 0.5}};
+  expect_config_error(stray, kConfigs, "topology.adaptive", "unless \"routing\" is \"adaptive\"");
+  json inline_stray = config;
+  inline_stray["topology"] = balanced_dragonfly_spec();
+  inline_stray["topology"]["adaptive"] = {{"bias", 0.5}};
+  expect_config_error(inline_stray, kConfigs, "topology.adaptive", "unless \"routing\" is \"adaptive\"");
+  json out_of_range = inline_stray;
+  out_of_range["topology"]["routing"] = "adaptive";
+  out_of_range["topology"]["adaptive"] = {{"bias", 1.5}};
+  expect_config_error(out_of_range, kConfigs, "topology.adaptive.bias", "1.5");
+  out_of_range["topology"]["adaptive"] = {{"candidates", 0}};
+  expect_config_error(out_of_range, kConfigs, "topology.adaptive.candidates", "0");
 }

@@ -30,7 +30,7 @@ nlohmann::json link_spec_json(const LinkSpec& spec);
 std::size_t read_count(JsonReader& reader, std::string_view key, std::size_t max,
                        std::optional<std::int64_t> fallback = std::nullopt);
 // topology.routing (inline or beside a platform file), by type: the first is the default and static.
-inline const std::vector<std::string> kDragonflyRoutings = {"minimal", "valiant"};
+inline const std::vector<std::string> kDragonflyRoutings = {"minimal", "valiant", "adaptive"};
 inline const std::vector<std::string> kFatTreeRoutings = {"d_mod_k", "random"};
 
 // splitmix64's finaliser: a fixed, well-spread hash (tie-breaks, routes drawn per message).

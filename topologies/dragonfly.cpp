@@ -21,6 +21,13 @@
 //   message between two routers of one group goes through an intermediate router of the group drawn the same
 //   way (Aries' non-minimal routes inside a group, Alverson et al. 2012): up to four router-to-router hops
 //   instead of two. With fewer than three groups (or routers in a group) there is no third to go through.
+// - "adaptive" (UGAL-style, link-level model only): per message, when its transfer starts, the network model
+//   compares the minimal route with `adaptive.candidates` Valiant routes (each drawn as above from the message
+//   and the candidate's number) by the load on their links and takes the one predicted to finish first; a
+//   Valiant one only when it beats the minimal route's time by more than the fraction `adaptive.bias`.
+//   Defaults as Aries: it weighs two minimal and two non-minimal paths per packet (Alverson et al. 2012; one
+//   minimal route per node pair here, so 1 + 2 candidates), and its default mode ADAPTIVE_0 has no bias
+//   toward minimal (Cray's GNI routing modes as De Sensi et al., SC'19, describe them).
 // Every link is split-duplex with its own bandwidth per direction.
 //
 // We build our own zone instead of SimGrid's create_dragonfly_zone (3.32) because that one puts every global
@@ -31,9 +38,10 @@
 // Config: see docs/platforms.md and configs/platforms/piz_daint.json.
 //
 // LIMITATIONS
-// - Minimal or Valiant routing per message, not Aries' adaptive choice per packet between them (UGAL): under
-//   "minimal" adversarial patterns are slower than on Aries and hot links are not relieved; under "valiant"
-//   uniform traffic pays two global links where one would do.
+// - Under "minimal" adversarial patterns are slower than on Aries and hot links are not relieved; under
+//   "valiant" uniform traffic pays two global links where one would do. "adaptive" chooses once per message
+//   (Aries: per packet) with the load of every link of the candidates in view (Aries: local estimates); one
+//   minimal route per node pair (Aries weighs two).
 // - Valiant's intermediate is a group, entered and left at the routers nearest the route (Kim et al. draw an
 //   intermediate router), and a message keeps its route for all its bytes (Aries chooses per packet).
 // - Parallel cables between two routers ("cables", e.g. Aries' 3 black cables) are merged into one link with
@@ -229,12 +237,14 @@ struct DragonflyLinks {
 
 class DragonflyTopology : public Topology {
 public:
-  DragonflyTopology(DragonflyShape shape, std::size_t global_ports, DragonflyLinks links, std::string routing)
+  DragonflyTopology(DragonflyShape shape, std::size_t global_ports, DragonflyLinks links, std::string routing,
+                    AdaptiveRouting adaptive)
       : shape_(shape)
       , global_ports_(global_ports)
       , links_(links)
       , routing_(std::move(routing))
       , valiant_(routing_ == "valiant")
+      , adaptive_(adaptive)
   {
   }
 
@@ -289,6 +299,11 @@ public:
     else
       shape_.route(src, dst, hops);
   }
+  AdaptiveRouting adaptive_routing() const override { return adaptive_; }
+  void route_nonminimal(std::size_t src, std::size_t dst, std::uint64_t message, HopList& hops) const override
+  {
+    shape_.route_valiant(src, dst, message, hops);
+  }
   std::string routing() const override { return routing_; }
 
   nlohmann::json to_json() const override
@@ -299,9 +314,13 @@ public:
                             {"global", link_spec_json(links_.global)}};
     links["intra_chassis"]["cables"] = links_.intra_chassis_cables;
     links["intra_group"]["cables"] = links_.intra_group_cables;
-    return {{"type", "dragonfly"},           {"groups", shape_.groups}, {"chassis", shape_.chassis},
-            {"routers", shape_.routers},     {"nodes", shape_.nodes},   {"global_links", shape_.global_links},
-            {"global_ports", global_ports_}, {"links", links},          {"routing", routing_}};
+    nlohmann::json spec = {
+        {"type", "dragonfly"},           {"groups", shape_.groups}, {"chassis", shape_.chassis},
+        {"routers", shape_.routers},     {"nodes", shape_.nodes},   {"global_links", shape_.global_links},
+        {"global_ports", global_ports_}, {"links", links},          {"routing", routing_}};
+    if (adaptive_.candidates > 0)
+      spec["adaptive"] = {{"candidates", adaptive_.candidates}, {"bias", adaptive_.bias}};
+    return spec;
   }
 
   std::string describe() const override
@@ -316,8 +335,9 @@ private:
   DragonflyShape shape_;
   std::size_t global_ports_;
   DragonflyLinks links_;
-  std::string routing_; // "minimal" or "valiant"
+  std::string routing_; // "minimal", "valiant" or "adaptive"
   bool valiant_;
+  AdaptiveRouting adaptive_; // candidates 0 unless "adaptive"
 };
 
 // Reads one link class; `cables` (parallel cables merged into one link) only where allowed.
@@ -364,7 +384,16 @@ std::unique_ptr<Topology> parse_dragonfly(JsonReader& spec)
   links.global = read_level(levels, "global");
   levels.finish();
   const std::string routing = spec.get_enum("routing", kDragonflyRoutings, "minimal");
-  return std::make_unique<DragonflyTopology>(shape, global_ports, links, routing);
+  AdaptiveRouting adaptive;
+  if (routing == "adaptive") {
+    JsonReader parameters = spec.optional_object("adaptive");
+    adaptive.candidates = read_count(parameters, "candidates", 16, 2);
+    adaptive.bias = parameters.get_number("bias", 0.0, 0.0, 1.0);
+    parameters.finish();
+  } else if (spec.has("adaptive")) {
+    spec.fail("adaptive", spec.raw("adaptive"), "no \"adaptive\" parameters unless \"routing\" is \"adaptive\"");
+  }
+  return std::make_unique<DragonflyTopology>(shape, global_ports, links, routing, adaptive);
 }
 
 } // namespace sparsim

@@ -60,6 +60,9 @@ std::unique_ptr<Topology> parse_topology(JsonReader topology, const std::filesys
   std::optional<std::string> routing;
   if (topology.has("routing"))
     routing = topology.get_string("routing");
+  std::optional<nlohmann::json> adaptive; // adaptive routing's parameters, with it
+  if (topology.has("adaptive"))
+    adaptive = topology.raw("adaptive");
   topology.finish();
 
   const std::filesystem::path candidates[] = {config_dir / file, data_dir() / "configs" / file};
@@ -91,6 +94,11 @@ std::unique_ptr<Topology> parse_topology(JsonReader topology, const std::filesys
                     fmt::format("one of \"{}\" (the routings of a {}, {})", fmt::join(*choices, "\", \""),
                                 type.get<std::string>(), file));
     document["routing"] = *routing;
+  }
+  if (adaptive) {
+    if (routing != "adaptive")
+      topology.fail("adaptive", *adaptive, "no \"adaptive\" parameters unless \"routing\" is \"adaptive\"");
+    document["adaptive"] = *adaptive;
   }
   // Errors inside the file name it: "topology(platforms/piz_daint.json).groups".
   JsonReader spec(document, fmt::format("{}({})", topology.path(), file));

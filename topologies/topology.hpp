@@ -9,7 +9,8 @@
 //
 // LIMITATIONS
 // - Static minimal routing by default: a node pair always uses the same links. The dragonfly's "valiant"
-//   routing (topology.routing, link-level model only) picks a route per message.
+//   routing (topology.routing, link-level model only) picks a route per message, its "adaptive" routing lets
+//   the network model pick one by load among the minimal route and a few Valiant ones.
 // - A message from a node to itself crosses no topology link (SimGrid's "__loopback__" link).
 #pragma once
 
@@ -58,6 +59,14 @@ struct RouteSummary {
   int hops_max = 0;                 // most links on one route
 };
 
+// Adaptive routing (the dragonfly's topology.routing "adaptive"): per message, the network model compares the
+// minimal route with `candidates` non-minimal ones by the load on their links when the message starts, and
+// takes a non-minimal one only when its predicted time is below (1 - bias) times the minimal route's.
+struct AdaptiveRouting {
+  std::size_t candidates = 0; // 0: not adaptive
+  double bias = 0;
+};
+
 class Topology {
 public:
   virtual ~Topology() = default;
@@ -76,6 +85,13 @@ public:
   virtual void route_message(std::size_t src, std::size_t dst, std::uint64_t /*message*/, HopList& hops) const
   {
     route(src, dst, hops);
+  }
+  // Adaptive routing's parameters (candidates 0 unless topology.routing is "adaptive"), and its non-minimal
+  // candidate routes: route_nonminimal(src, dst, message, hops) for the message keys of its candidates.
+  virtual AdaptiveRouting adaptive_routing() const { return {}; }
+  virtual void route_nonminimal(std::size_t src, std::size_t dst, std::uint64_t message, HopList& hops) const
+  {
+    route_message(src, dst, message, hops);
   }
   // The routing rule, as topology.routing names it: "minimal" unless the topology chooses another.
   virtual std::string routing() const { return "minimal"; }

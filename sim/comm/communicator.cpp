@@ -30,8 +30,13 @@ Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void
   Matcher& matcher = world_.matcher();
   request.message_ = world_.transport().post_send(
       [&](MessagePtr fresh) { return matcher.pair_send(rank_, dest, tag, std::move(fresh)); },
-      Outgoing{
-          .source = rank_, .dest = dest, .bytes = bytes, .payload = std::move(payload), .type = type, .route = route});
+      Outgoing{.source = rank_,
+               .dest = dest,
+               .bytes = bytes,
+               .payload = std::move(payload),
+               .type = type,
+               .route = route,
+               .iteration = iteration_});
   return request;
 }
 

@@ -14,7 +14,7 @@ LinkLoadCounter::LinkLoadCounter(int ranks, LinkRoute route, std::size_t slots)
 
 std::span<const std::size_t> LinkLoadCounter::add(RankId source, RankId dest, Bytes bytes, int iteration)
 {
-  if (!route_)
+  if (!route_ || route_.chosen_at_start())
     return {};
   LastRoute& route = last_routes_[source];
   const std::uint64_t message = sends_[source]++;
@@ -23,9 +23,15 @@ std::span<const std::size_t> LinkLoadCounter::add(RankId source, RankId dest, By
     route_.find(source, dest, message, route.slots);
     route.dest = dest;
   }
+  count(route.slots, bytes, iteration);
+  return route.slots;
+}
+
+void LinkLoadCounter::count(std::span<const std::size_t> slots, Bytes bytes, int iteration)
+{
   // Messages of one iteration are all posted before any of the next (ranks align between iterations),
   // so a link's count for an iteration starts when the first message of that iteration crosses it.
-  for (const std::size_t slot : route.slots) {
+  for (const std::size_t slot : slots) {
     LinkLoad& load = loads_[slot];
     load.crossed = true;
     if (load.current_iteration != iteration) {
@@ -36,7 +42,6 @@ std::span<const std::size_t> LinkLoadCounter::add(RankId source, RankId dest, By
     load.total += bytes;
     load.iteration_max = std::max(load.iteration_max, load.current);
   }
-  return route.slots;
 }
 
 } // namespace sparsim

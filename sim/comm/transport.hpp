@@ -8,6 +8,7 @@
 #pragma once
 
 #include "sim/base/units.hpp"
+#include "sim/comm/link_loads.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -72,6 +73,8 @@ struct Outgoing {
   std::type_index type{typeid(void)};
   // The links it crosses (the World's link slots), when the caller has found them already; else empty.
   std::span<const std::size_t> route{};
+  // The iteration it belongs to (the link loads of a route the transport chooses count it there).
+  int iteration = 0;
 };
 
 class Transport {
@@ -95,6 +98,9 @@ public:
   virtual MessagePtr post_receive(const PairFunction& pair, RankId receiver) = 0;
   // Blocks the calling rank until its half of `message` has completed (is_receive: the receive half).
   virtual void wait(Message& message, bool is_receive) = 0;
+  // A transport that chooses each message's route itself (adaptive routing: `loads` routes_chosen_at_start())
+  // counts the route it chose in `loads`; the others find the route in Outgoing::route, counted already.
+  virtual void count_chosen_routes_in(LinkLoadCounter& loads) { (void)loads; }
   // Blocks the calling rank `rank` until every one of `halves` has completed: the same simulated time as
   // waiting on them one after the other, which is what this default does.
   virtual void wait_all(RankId rank, std::span<const Half> halves)

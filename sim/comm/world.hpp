@@ -27,6 +27,8 @@ public:
       , traffic_(ranks)
       , link_loads_(ranks, std::move(route), link_slots)
   {
+    if (link_loads_.routes_chosen_at_start())
+      transport_.count_chosen_routes_in(link_loads_);
   }
 
   int size() const { return ranks_; }

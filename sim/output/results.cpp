@@ -197,6 +197,8 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
       {"files", {"results.csv", "ranks.csv", "links.csv"}},
   };
 
+  if (config.topology->adaptive_routing().candidates > 0)
+    manifest["nonminimal_routes"] = output.nonminimal_routes; // of the run's simulated_messages
   // Every file is complete under its temporary name before any is published, so the folder holds a mix of
   // old and new files only for the renames. The manifest vouches for the others: the old one goes
   // first, the new one is published last.

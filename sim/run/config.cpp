@@ -166,7 +166,8 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
                         "false with network.model \"LinkLevel\" (that model has no acknowledgement traffic)");
     // SimGrid's flows follow static routes (the platform's route table): a route per message needs the
     // link-level model.
-    if (config.network.simgrid_flows() && config.topology->routes_per_message())
+    if (config.network.simgrid_flows() &&
+        (config.topology->routes_per_message() || config.topology->adaptive_routing().candidates > 0))
       throw ConfigError("topology.routing", "\"" + config.topology->routing() + "\"",
                         "static routing with network.model \"" + config.network.model +
                             "\" (SimGrid's flows keep static routes); \"" + config.topology->routing() +

@@ -22,6 +22,7 @@ struct NetworkSetup {
   std::vector<simgrid::s4u::Host*> rank_hosts;
   std::unique_ptr<SemaphoreParking> parking; // the link-level model's
   std::unique_ptr<Transport> transport;
+  const LinkLevelTransport* link_level = nullptr; // the same transport, when it is the link-level model's
 };
 
 NetworkSetup set_up_network(const ExperimentConfig& config, const NetworkGraph& graph,
@@ -41,9 +42,11 @@ NetworkSetup set_up_network(const ExperimentConfig& config, const NetworkGraph& 
   simgrid::s4u::Host* host = build_single_host_platform(fmt::format("link_level{}", platforms++));
   setup.rank_hosts.assign(static_cast<std::size_t>(config.ranks), host);
   setup.parking = std::make_unique<SemaphoreParking>(config.ranks);
-  setup.transport =
+  auto transport =
       std::make_unique<LinkLevelTransport>(config.ranks, *setup.parking, link_slot_specs(graph),
                                            link_route(*config.topology, rank_nodes, graph.edge_count(), config.seed));
+  setup.link_level = transport.get();
+  setup.transport = std::move(transport);
   return setup;
 }
 
@@ -201,6 +204,8 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   out.selection_shared_wall.assign(run.selection_shared_wall.begin(),
                                    run.selection_shared_wall.begin() + out.completed_iterations);
   out.links = label_link_loads(world.link_loads().loads(), graph);
+  if (network.link_level)
+    out.nonminimal_routes = network.link_level->nonminimal_routes();
   if (options.trace_iteration >= 0)
     out.trace = {options.trace_iteration, world.phases().names(), world.trace().take()};
   out.wall_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();

@@ -74,11 +74,12 @@ struct RunOutput {
   std::vector<Seconds> selection_wall; // host seconds of each iteration spent in the selection stage (0: dense)
   std::vector<Seconds> selection_shared_wall; // the part of it spent on what ranks share (candidates' floor, plan)
   std::uint64_t peak_rss_bytes = 0;
-  std::uint64_t messages = 0;   // simulated messages, all iterations
-  int completed_iterations = 0; // fewer than configured when the run stopped early (partial results)
-  std::string stop_reason;      // why, for partial results
-  std::vector<LinkRow> links;   // links.csv: the SimGrid links that carried bytes
-  RunTrace trace;               // the traced iteration's timeline (none unless asked for)
+  std::uint64_t messages = 0;          // simulated messages, all iterations
+  int completed_iterations = 0;        // fewer than configured when the run stopped early (partial results)
+  std::string stop_reason;             // why, for partial results
+  std::vector<LinkRow> links;          // links.csv: the SimGrid links that carried bytes
+  std::uint64_t nonminimal_routes = 0; // adaptive routing: messages it sent on a non-minimal route
+  RunTrace trace;                      // the traced iteration's timeline (none unless asked for)
 };
 
 } // namespace sparsim

@@ -45,6 +45,7 @@ LinkSharingModel::FlowId LinkSharingModel::start(Seconds start, Bytes bytes, con
     if (flow.hop_count == kMaxSharedHops)
       throw std::length_error("LinkSharingModel: a route with more than 32 shared links");
     flow.hops[flow.hop_count++] = static_cast<std::uint32_t>(index);
+    links_[index].joining += flow.bytes;
   }
   const Seconds ready = start + latency;
   // Unshared links carry it at their bandwidth; CM02 bounds the rate of a flow with latency by its window.
@@ -54,6 +55,27 @@ LinkSharingModel::FlowId LinkSharingModel::start(Seconds start, Bytes bytes, con
   flow.earliest_arrival = own_rate < kNever ? ready + flow.bytes / own_rate : ready;
   events_.push({.time = ready, .kind = Kind::join, .flow = id});
   return id;
+}
+
+Seconds LinkSharingModel::predicted_time(Seconds now, Bytes bytes, const std::vector<std::size_t>& route) const
+{
+  Seconds latency = 0, busiest = 0;
+  for (std::size_t index : route) {
+    const LinkSpec& spec = specs_.at(index);
+    latency += spec.latency;
+    double backlog = static_cast<double>(bytes);
+    if (spec.shared) {
+      const Link& link = links_[index];
+      const double flows = static_cast<double>(link.flows.size());
+      if (flows > 0) {
+        const double virtual_now = link.virtual_time + (now - link.updated) * link.bandwidth / flows;
+        backlog += std::max(0.0, link.tag_sum - flows * virtual_now);
+      }
+      backlog += link.joining;
+    }
+    busiest = std::max(busiest, backlog / spec.bandwidth);
+  }
+  return latency + busiest;
 }
 
 Seconds LinkSharingModel::next_event()
@@ -117,7 +139,10 @@ void LinkSharingModel::join(FlowId id, Seconds now, std::vector<FlowId>& arrived
     const std::uint32_t index = flow.hops[h];
     Link& link = links_[index];
     advance_link(link, now);
-    link.flows.push({.tag = link.virtual_time + flow.bytes, .flow = id});
+    const double tag = link.virtual_time + flow.bytes;
+    link.flows.push({.tag = tag, .flow = id});
+    link.tag_sum += tag;
+    link.joining -= flow.bytes;
     schedule_departure(index);
   }
 }
@@ -131,11 +156,14 @@ void LinkSharingModel::depart(std::uint32_t link_index, Seconds now, std::vector
   link.updated = now;
   while (!link.flows.empty() && link.flows.top().tag <= reached) {
     const FlowId flow = link.flows.top().flow;
+    link.tag_sum -= link.flows.top().tag;
     link.flows.pop();
     link_done(flow, now, arrived);
   }
-  if (link.flows.empty())
+  if (link.flows.empty()) {
     link.virtual_time = 0;
+    link.tag_sum = 0;
+  }
   schedule_departure(link_index);
 }
 

@@ -27,7 +27,8 @@
 // - The links of a route serve a flow independently (infinite switch buffers, no back-pressure or credit
 //   stalls): a flow may have crossed a link before it has crossed the link before it.
 // - Latency is paid once per message, before its bytes move, and never shared.
-// - Static routes (the topology's route function); no adaptive routing.
+// - The route is fixed when the transfer starts (the topology's, or the transport's adaptive choice among
+//   candidates by predicted_time()); a message never changes route on the way as Aries' packets may.
 #pragma once
 
 #include "sim/base/units.hpp"
@@ -66,6 +67,11 @@ public:
   // (no earlier than the last event handled). Returns its id, valid until it is reported arrived.
   FlowId start(Seconds start, Bytes bytes, const std::vector<std::size_t>& route);
 
+  // How long a flow of `bytes` starting `now` on `route` would take to cross its busiest link if nothing else
+  // joined: the route's latency plus, over its shared links, the largest (bytes still to serve there + bytes) /
+  // bandwidth, counting the flows that have started but not yet joined (adaptive routing's load estimate).
+  Seconds predicted_time(Seconds now, Bytes bytes, const std::vector<std::size_t>& route) const;
+
   // When the next thing happens (a flow joins its links, leaves a link, or arrives); kNever when nothing is
   // in flight.
   Seconds next_event();
@@ -90,6 +96,8 @@ private:
     BytesPerSecond bandwidth = 0;
     double virtual_time = 0;
     Seconds updated = 0; // real time of virtual_time
+    double tag_sum = 0;  // sum of its flows' departure tags: their bytes left are tag_sum - n * virtual_time
+    double joining = 0;  // bytes of the flows that have started on routes through it and not yet joined
     std::priority_queue<Departure, std::vector<Departure>, std::greater<>> flows;
   };
   // At equal times departures come first (a link's flows leave before new ones join), then arrivals, then

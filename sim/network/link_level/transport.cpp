@@ -56,6 +56,7 @@ MessagePtr LinkLevelTransport::post_send(const PairFunction& pair, Outgoing outg
   m.bytes = outgoing.bytes;
   m.payload = std::move(outgoing.payload);
   m.type = outgoing.type;
+  m.iteration = outgoing.iteration;
   m.route_length = 0;
   if (!outgoing.route.empty() && outgoing.route.size() <= kKeptRouteLinks) {
     std::copy(outgoing.route.begin(), outgoing.route.end(), m.route.begin());
@@ -158,14 +159,40 @@ void LinkLevelTransport::start_posted_transfers()
   for (MessagePtr& message : posted_now_) {
     const auto& m = static_cast<const LinkMessage&>(*message);
     slots_.assign(m.route.begin(), m.route.begin() + m.route_length);
-    if (m.route_length == 0)
-      route_.find(m.source, m.dest, m.send_number, slots_);
+    if (m.route_length == 0) {
+      if (route_.chosen_at_start())
+        choose_route(m);
+      else
+        route_.find(m.source, m.dest, m.send_number, slots_);
+    }
+    ++messages_started_;
     const LinkSharingModel::FlowId flow = network_.start(clock_, message->bytes, slots_);
     if (flow >= in_flight_.size())
       in_flight_.resize(flow + 1);
     in_flight_[flow] = std::move(message);
   }
   posted_now_.clear();
+}
+
+void LinkLevelTransport::choose_route(const LinkMessage& m)
+{
+  route_.find(m.source, m.dest, m.send_number, slots_);
+  const Seconds minimal = network_.predicted_time(clock_, m.bytes, slots_);
+  Seconds best = (1.0 - route_.minimal_bias) * minimal;
+  bool nonminimal = false;
+  for (std::size_t candidate = 0; candidate < route_.alternatives; ++candidate) {
+    candidate_.clear();
+    route_.alternative(m.source, m.dest, m.send_number, candidate, candidate_);
+    const Seconds finish = network_.predicted_time(clock_, m.bytes, candidate_);
+    if (finish < best) {
+      best = finish;
+      slots_.swap(candidate_);
+      nonminimal = true;
+    }
+  }
+  nonminimal_routes_ += nonminimal ? 1 : 0;
+  if (chosen_routes_)
+    chosen_routes_->count(slots_, m.bytes, m.iteration);
 }
 
 void LinkLevelTransport::deliver(LinkSharingModel::FlowId flow)

@@ -13,8 +13,15 @@
 // arrived, the time at which waiting on them one by one would end), and nothing depends on the order in which the
 // engine runs its actors. A message's two halves complete at its arrival.
 //
+// Adaptive routing (LinkRoute::chosen_at_start): in step (1) each transfer takes, of its minimal route and its
+// non-minimal candidates, the one with the shortest LinkSharingModel::predicted_time given everything started
+// before it (a non-minimal one only when it beats the minimal route's by more than the bias), so that the
+// transfers starting at one time see each other in the same fixed order.
+//
 // LIMITATIONS: those of link_model.hpp (equal shares per link instead of max-min, links of a route not
-// coupled, latency paid once).
+// coupled, latency paid once). Adaptive routing sees the load of every link of every candidate when the
+// message starts (as UGAL-G, the global-information ideal of Jiang et al., ISCA 2009), where Aries' routers
+// estimate it from local queues and congestion reports per packet; a message's route is chosen once.
 #pragma once
 
 #include "sim/comm/link_loads.hpp"
@@ -44,6 +51,11 @@ public:
   MessagePtr post_receive(const PairFunction& pair, RankId receiver) override;
   void wait(Message& message, bool is_receive) override;
   void wait_all(RankId rank, std::span<const Half> halves) override;
+  void count_chosen_routes_in(LinkLoadCounter& loads) override { chosen_routes_ = &loads; }
+
+  // Messages routed so far, and those adaptive routing sent on a non-minimal route.
+  std::uint64_t messages_started() const { return messages_started_; }
+  std::uint64_t nonminimal_routes() const { return nonminimal_routes_; }
 
 private:
   static constexpr std::size_t kKeptRouteLinks = 16;
@@ -52,6 +64,7 @@ private:
     // Its route as the send's poster found it (route_length 0: not kept, found again at the start).
     std::array<std::uint32_t, kKeptRouteLinks> route{};
     std::uint8_t route_length = 0;
+    int iteration = 0;
     bool arrived = false;
     RankId send_waiter = -1; // the rank waiting on each half, until it has arrived
     RankId receive_waiter = -1;
@@ -71,6 +84,8 @@ private:
   // wakes the ranks due then. Returns whether `caller` is among them (it then runs on without parking).
   bool advance(RankId caller);
   void start_posted_transfers();
+  // Adaptive routing: puts into slots_ the route, of the minimal one and the candidates, that `m` takes.
+  void choose_route(const LinkMessage& m);
   void deliver(LinkSharingModel::FlowId flow);
 
   int ranks_;
@@ -86,7 +101,11 @@ private:
   std::vector<MessagePtr> in_flight_;  // [flow id]
   std::priority_queue<Wakeup, std::vector<Wakeup>, std::greater<>> wakeups_due_;
   std::vector<RankId> at_barrier_;
+  LinkLoadCounter* chosen_routes_ = nullptr; // where adaptive routes are counted (the World's link loads)
+  std::uint64_t messages_started_ = 0;
+  std::uint64_t nonminimal_routes_ = 0;
   std::vector<std::size_t> slots_;                // scratch route
+  std::vector<std::size_t> candidate_;            // scratch route
   std::vector<LinkSharingModel::FlowId> arrived_; // scratch
 };
 

@@ -14,6 +14,7 @@
 #include <simgrid/s4u/Comm.hpp>
 
 #include <cstddef>
+#include <stdexcept>
 #include <vector>
 
 namespace simgrid::s4u {
@@ -36,6 +37,12 @@ public:
   MessagePtr post_send(const PairFunction& pair, Outgoing outgoing) override;
   MessagePtr post_receive(const PairFunction& pair, RankId receiver) override;
   void wait(Message& message, bool is_receive) override;
+  // SimGrid's flows follow the platform's static routes: no route is chosen per message (the config refuses it).
+  void count_chosen_routes_in(LinkLoadCounter& /*loads*/) override
+  {
+    throw std::logic_error("SimGridTransport: SimGrid's flows keep static routes; adaptive routing needs the "
+                           "link-level model");
+  }
 
 private:
   // A message's SimGrid state: its mailbox and each side's half of the transfer.
