@@ -172,7 +172,8 @@ def reduction_label(compute):
 
 def study_points(sweep):
     """One row per point of the sweep, complete or not, from its config.json: workload (the calibrated gradients'
-    model), P, variant, reduction_rate (reduction_label), and whether it is complete."""
+    model), P, variant, reduction_rate (reduction_label), routing (topology.routing, "minimal" when not set) and
+    whether it is complete."""
     rows = []
     for folder in sorted((sweep / "points").iterdir()):
         config = json.loads((folder / "config.json").read_text())
@@ -184,6 +185,7 @@ def study_points(sweep):
             "P": config["ranks"],
             "variant": variant_label(config["algorithm"]),
             "reduction_rate": reduction_label(config.get("compute", {})),
+            "routing": config.get("topology", {}).get("routing", "minimal"),
             "complete": point_complete(folder),
         })
     return pd.DataFrame(rows)
@@ -206,7 +208,7 @@ def study_iterations(points_table):
             k = total["k"]
             rows.append({
                 "point": point.point, "workload": point.workload, "P": point.P, "variant": point.variant,
-                "reduction_rate": point.reduction_rate,
+                "reduction_rate": point.reduction_rate, "routing": point.routing,
                 "iteration": iteration, "reevaluation": total["reevaluation"] == 1,
                 "tau": selection.get("reevaluate_every"),
                 **parts,
@@ -233,11 +235,12 @@ def study_summary(iterations):
     parts = ["compute", "staging", "selection", "reduction", "communication", "total"]
     volumes = ["words_sent_per_k", "words_recv_per_k", "m_per_k"]
     rows = []
-    for (workload, P, variant, rate), its in iterations.groupby(["workload", "P", "variant", "reduction_rate"],
-                                                                 sort=False):
+    keys = ["workload", "P", "variant", "reduction_rate", "routing"]
+    for (workload, P, variant, rate, routing), its in iterations.groupby(keys, sort=False):
         first = its[its["iteration"] == its["iteration"].min()].iloc[0]
         later = its[its["iteration"] > first["iteration"]]
-        row = {"workload": workload, "P": P, "variant": variant, "reduction_rate": rate, "iterations": len(its),
+        row = {"workload": workload, "P": P, "variant": variant, "reduction_rate": rate, "routing": routing,
+               "iterations": len(its),
                "amortised": bool(first["reevaluation"]) and len(later) > 0 and pd.notna(first["tau"])}
         for column in parts + volumes:
             row[f"first_{column}"] = first[column]

@@ -165,7 +165,6 @@ void LinkLevelTransport::start_posted_transfers()
       else
         route_.find(m.source, m.dest, m.send_number, slots_);
     }
-    ++messages_started_;
     const LinkSharingModel::FlowId flow = network_.start(clock_, message->bytes, slots_);
     if (flow >= in_flight_.size())
       in_flight_.resize(flow + 1);
@@ -183,9 +182,9 @@ void LinkLevelTransport::choose_route(const LinkMessage& m)
   for (std::size_t candidate = 0; candidate < route_.alternatives; ++candidate) {
     candidate_.clear();
     route_.alternative(m.source, m.dest, m.send_number, candidate, candidate_);
-    const Seconds finish = network_.predicted_time(clock_, m.bytes, candidate_);
-    if (finish < best) {
-      best = finish;
+    const Seconds time = network_.predicted_time(clock_, m.bytes, candidate_);
+    if (time < best) {
+      best = time;
       slots_.swap(candidate_);
       nonminimal = true;
     }

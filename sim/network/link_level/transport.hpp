@@ -53,8 +53,7 @@ public:
   void wait_all(RankId rank, std::span<const Half> halves) override;
   void count_chosen_routes_in(LinkLoadCounter& loads) override { chosen_routes_ = &loads; }
 
-  // Messages routed so far, and those adaptive routing sent on a non-minimal route.
-  std::uint64_t messages_started() const { return messages_started_; }
+  // The messages adaptive routing sent on a non-minimal route so far.
   std::uint64_t nonminimal_routes() const { return nonminimal_routes_; }
 
 private:
@@ -102,7 +101,6 @@ private:
   std::priority_queue<Wakeup, std::vector<Wakeup>, std::greater<>> wakeups_due_;
   std::vector<RankId> at_barrier_;
   LinkLoadCounter* chosen_routes_ = nullptr; // where adaptive routes are counted (the World's link loads)
-  std::uint64_t messages_started_ = 0;
   std::uint64_t nonminimal_routes_ = 0;
   std::vector<std::size_t> slots_;                // scratch route
   std::vector<std::size_t> candidate_;            // scratch route
