@@ -21,7 +21,10 @@
 // LIMITATIONS: those of link_model.hpp (equal shares per link instead of max-min, links of a route not
 // coupled, latency paid once). Adaptive routing sees the load of every link of every candidate when the
 // message starts (as UGAL-G, the global-information ideal of Jiang et al., ISCA 2009), where Aries' routers
-// estimate it from local queues and congestion reports per packet; a message's route is chosen once.
+// estimate it from local queues and congestion reports per packet; a message's route is chosen once. The
+// estimate charges a message every byte queued on a link before it, as FIFO would: under the equal sharing
+// here a short message beside long ones finishes sooner than predicted, so detours are taken a little more
+// readily than the shares alone would justify.
 #pragma once
 
 #include "sim/comm/link_loads.hpp"
