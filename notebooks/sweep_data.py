@@ -27,6 +27,14 @@ def sweep_dir(default="../results/ci_small", variable="SPARSIM_SWEEP_DIR", needs
     return folder
 
 
+def optional_sweep_dir(default, variable, needs="summary.csv"):
+    """As sweep_dir, for a sweep a notebook can do without: None when `variable` is unset and `default` holds
+    no `needs` (a set variable must name a sweep folder)."""
+    if variable not in os.environ and not (Path(default) / needs).exists():
+        return None
+    return sweep_dir(default, variable, needs)
+
+
 def figures_dir(sweep):
     folder = Path(os.environ.get("SPARSIM_FIGURES_DIR", sweep / "figures")).resolve()
     folder.mkdir(parents=True, exist_ok=True)

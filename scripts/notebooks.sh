@@ -4,7 +4,8 @@
 # PDF) to OUT_DIR/figures. The repository's notebooks stay without outputs. Sweeps, all in
 # configs/studies/ci_small/: sweep.json into OUT_DIR (notebooks 1-4), time_to_accuracy.json into
 # OUT_DIR/time_to_accuracy (notebook 5, SPARSIM_TTA_DIR), oktopk_study.json into OUT_DIR/oktopk_study
-# (notebook 6, SPARSIM_OKTOPK_DIR), crossover.json into OUT_DIR/crossover (notebook 7, SPARSIM_CROSSOVER_DIR),
+# (notebook 6, SPARSIM_OKTOPK_DIR), crossover.json into OUT_DIR/crossover and crossover_large.json into
+# OUT_DIR/crossover_large (notebook 7, SPARSIM_CROSSOVER_DIR and SPARSIM_CROSSOVER_LARGE_DIR),
 # reduction.json into OUT_DIR/reduction (notebook 8, SPARSIM_REDUCTION_DIR), network_models.json into
 # OUT_DIR/network_models (notebook 9, SPARSIM_NETWORK_MODELS_DIR).
 # A notebook that fails makes this script fail (ctest runs it).
@@ -29,7 +30,10 @@ export SPARSIM_OKTOPK_DIR="$out/oktopk_study"
 
 # The crossover notebook (7_crossover) reads its own sweep: P = 4, 8, 16 on both platforms, communication only.
 "$sparsim" sweep configs/studies/ci_small/crossover.json --out "$out/crossover" ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
-export SPARSIM_CROSSOVER_DIR="$out/crossover"
+# Its large grid in small: P = 16, 32 under the link-level model (P = 16 is the bridge to the grid above).
+"$sparsim" sweep configs/studies/ci_small/crossover_large.json --out "$out/crossover_large" \
+  ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
+export SPARSIM_CROSSOVER_DIR="$out/crossover" SPARSIM_CROSSOVER_LARGE_DIR="$out/crossover_large"
 
 # What merges cost (8_reduction_cost): the Ok-Topk study's VGG-16 point at P = 8 with reductions charged at four rates.
 "$sparsim" sweep configs/studies/ci_small/reduction.json --out "$out/reduction" ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
