@@ -127,6 +127,14 @@ TEST(Config, RunsThatCannotFitAreRefusedWithTheEstimate)
   c["algorithm"]["name"] = "topka";
   c["workload"]["n"] = 100'000'000; // 4096 residuals of 400 MB: 1.6 TB
   expect_rejected(c, "ranks", "fits in memory");
+
+  // A million iterations of a small dense ring on 4096 ranks: its per-rank records (ranks.csv) would not fit;
+  // the error names the iterations.
+  c = good_config();
+  c["ranks"] = 4096;
+  c["topology"]["nodes"] = 4096;
+  c["iterations"] = 1'000'000;
+  expect_rejected(c, "iterations", "per-iteration records");
 }
 
 TEST(Config, MalformedJsonIsAConfigError)
@@ -237,6 +245,7 @@ TEST(Config, ValidateCountsTheMessagesTheRunPosts)
     std::smatch said;
     ASSERT_TRUE(std::regex_search(checked.output, said, std::regex(R"(messages (\d+) in all)"))) << checked.output;
     EXPECT_NE(checked.output.find("wall     about"), std::string::npos) << checked.output;
+    EXPECT_NE(checked.output.find("under the link-level model about"), std::string::npos) << checked.output;
 
     const CliResult ran = run_config(config, "validate-run-" + c.algorithm);
     ASSERT_EQ(ran.exit_code, 0) << ran.output;
@@ -254,4 +263,6 @@ TEST(Config, ValidateCountsTheMessagesTheRunPosts)
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("warning  a long run"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("--time-limit"), std::string::npos) << r.output;
+  // Under SimGrid's flows (star_run_config's default) the warning names the link-level model's estimate.
+  EXPECT_NE(r.output.find("network.model \"LinkLevel\" would take about"), std::string::npos) << r.output;
 }

@@ -70,3 +70,26 @@ TEST(TimeLimit, BadLimitsAreUsageErrors)
     EXPECT_NE(run.output.find("--time-limit"), std::string::npos) << run.output;
   }
 }
+
+// A run estimated above an hour says so when it starts (stderr, before the first iteration), with the way to
+// stop it cleanly; the limit then stops it as above. 2000 iterations of the ring on 512 ranks: a billion
+// messages, hours by the estimate (and records of about 0.6 GB, which the run grows only as iterations start).
+TEST(TimeLimit, ARunEstimatedAboveAnHourWarnsWhenItStarts)
+{
+  nlohmann::json config = long_ring(2000);
+  config["ranks"] = 512;
+  config["topology"]["nodes"] = 512;
+  config["workload"]["n"] = 1 << 10;
+  const auto dir = scratch_dir("long_warning");
+  std::ofstream(dir / "config.json") << config.dump(2);
+  const CliResult run =
+      run_cli("run " + (dir / "config.json").string() + " --out " + (dir / "out").string() + " --time-limit 1s");
+  EXPECT_EQ(run.exit_code, 3) << run.output;
+  EXPECT_NE(run.output.find("sparsim: warning: a long run (about "), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("--time-limit stops it cleanly"), std::string::npos) << run.output;
+
+  // A short run says nothing of the kind.
+  const CliResult short_run = run_config(long_ring(1), "short_no_warning");
+  EXPECT_EQ(short_run.exit_code, 0) << short_run.output;
+  EXPECT_EQ(short_run.output.find("a long run"), std::string::npos) << short_run.output;
+}

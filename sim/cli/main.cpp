@@ -233,9 +233,13 @@ int command_run(const Arguments& args, const std::string& command_line)
   sparsim::check_memory(config);
   const std::filesystem::path out =
       args.out.empty() ? std::filesystem::path("results") / config.name : std::filesystem::path(args.out);
-  if (!args.quiet)
+  if (!args.quiet) {
     fmt::print(stderr, "sparsim: running {} ({} on {} ranks, {} iteration(s))\n", args.config, config.algorithm->name(),
                config.ranks, config.iterations);
+    const int threads = args.threads > 0 ? args.threads : sparsim::machine_cores();
+    if (const std::string warning = sparsim::long_run_warning(config, threads); !warning.empty())
+      fmt::print(stderr, "sparsim: warning: {}\n", warning);
+  }
   // This run replaces the results of an earlier run in its folder: they go before it starts (the manifest
   // first), so a run killed half-way leaves no result files rather than another run's.
   for (const char* file : {"manifest.json", "results.csv", "ranks.csv", "links.csv"})
@@ -296,16 +300,14 @@ int command_validate(const Arguments& args)
                                                              threads, sparsim::format_wall_time(wall.selection_stage),
                                                              sparsim::format_wall_time(wall.network))
                                                : "";
+  const sparsim::WallEstimate other = sparsim::estimate_wall_time(config, threads, config.network.simgrid_flows());
   fmt::print("  wall     about {}{} (rough, within about 3x: host costs measured on a 2-core machine, "
-             "docs/benchmarks.md)\n",
-             sparsim::format_wall_time(wall.total()), parts);
-  if (wall.total() > 3600)
-    fmt::print(
-        "  warning  a long run (about {}){}; sparsim run --time-limit stops it cleanly with the iterations done\n",
-        sparsim::format_wall_time(wall.total()),
-        config.network.simgrid_flows() && wall.network > wall.selection_stage
-            ? ": network.model \"LinkLevel\" simulates the network many times faster at scale"
-            : "");
+             "docs/benchmarks.md); under {} about {}\n",
+             sparsim::format_wall_time(wall.total()), parts,
+             config.network.simgrid_flows() ? "the link-level model" : "SimGrid's flows",
+             sparsim::format_wall_time(other.total()));
+  if (const std::string warning = sparsim::long_run_warning(config, threads); !warning.empty())
+    fmt::print("  warning  {}\n", warning);
   return 0;
 }
 

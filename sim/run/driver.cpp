@@ -154,7 +154,6 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   world.set_reduction_bandwidth(config.compute.charged_reduction_bandwidth());
   world.set_selection_bandwidth(config.compute.charged_selection_bandwidth());
   world.trace().trace_iteration(options.trace_iteration, config.ranks);
-  run.records.assign(config.iterations, std::vector<RankIteration>(config.ranks));
   run.selection_wall.assign(config.iterations, 0.0);
   run.selection_shared_wall.assign(config.iterations, 0.0);
   DenseVerifier dense_verifier(config);

@@ -1,5 +1,8 @@
 #include "sim/run/memory.hpp"
 
+#include "sim/run/rank_loop.hpp"
+#include "sim/run/run_output.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -66,6 +69,13 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
     else if (config.is_sparse())
       add("sparse verification (24 bytes per entry of U, 1.5 bits per index)", 24 * std::min(P * k, n) + 3 * n / 16);
   }
+  // Every rank's record of every iteration lives to the end of the run (it becomes ranks.csv): the record, its
+  // phases' counts and their rows, for about 4 phases a record (the dense ring has 2, Ok-Topk up to 9).
+  constexpr double kPhasesPerRecord = 4;
+  estimate.records_bytes =
+      config.iterations * P *
+      (static_cast<double>(sizeof(RankIteration)) + kPhasesPerRecord * (sizeof(PhaseStats) + sizeof(RankRow)));
+  add("per-iteration records", estimate.records_bytes);
   // Heap the allocator keeps, actors, SimGrid's own state: Ok-Topk at P = 1024, n = 2^24, 1% peaked at 1.99 GiB
   // against 1.97 GiB for the terms above (docs/scale.md); the margin keeps the estimate on the safe side.
   add("margin (15% of all but the arrays)", 0.15 * (estimate.bytes - arrays));
@@ -83,8 +93,10 @@ void check_memory(const ExperimentConfig& config)
 {
   const MemoryEstimate estimate = estimate_memory(config);
   const double available = 0.9 * physical_memory_bytes();
+  // Named after what takes most of it: the ranks, or a run's iterations when their records do.
+  const bool records = estimate.records_bytes > 0.5 * estimate.bytes;
   if (estimate.bytes > available)
-    throw ConfigError("ranks", std::to_string(config.ranks),
+    throw ConfigError(records ? "iterations" : "ranks", std::to_string(records ? config.iterations : config.ranks),
                       fmt::format("a run that fits in memory: it needs about {} ({}), more than 90% of this "
                                   "machine's {}{}",
                                   format_bytes(estimate.bytes), estimate.breakdown,

@@ -16,7 +16,8 @@ namespace sparsim {
 
 struct MemoryEstimate {
   double bytes = 0;
-  std::string breakdown; // "residuals 15.0GiB + selections 0.4GiB + ..."
+  std::string breakdown;    // "residuals 15.0GiB + selections 0.4GiB + ..."
+  double records_bytes = 0; // of `bytes`, the per-iteration records (they grow with the iterations)
 };
 MemoryEstimate estimate_memory(const ExperimentConfig& config);
 
@@ -25,7 +26,8 @@ double physical_memory_bytes();
 // Cores of this machine (at least 1): the default thread and job counts.
 int machine_cores();
 
-// Throws ConfigError (at "ranks") when the estimate exceeds 90% of physical memory.
+// Throws ConfigError (at "ranks", or at "iterations" when the per-iteration records are most of it) when the
+// estimate exceeds 90% of physical memory.
 void check_memory(const ExperimentConfig& config);
 
 } // namespace sparsim

@@ -20,8 +20,10 @@ std::optional<Seconds> begin_iteration(RunState& run, Communicator& comm, int it
   run.world.align_ranks(comm.rank());
   if (comm.rank() == 0) {
     run.check_wall_limit(iteration);
-    if (run.stopped_at < 0)
+    if (run.stopped_at < 0) {
+      run.records.emplace_back(run.config.ranks); // this iteration's records, grown as iterations start
       prepare();
+    }
   }
   run.world.align_ranks(comm.rank());
   if (run.stopped_at >= 0)

@@ -31,7 +31,7 @@ struct RankIteration {
 struct RunState {
   const ExperimentConfig& config;
   World& world;
-  std::vector<std::vector<RankIteration>> records = {}; // [iteration][rank]
+  std::vector<std::vector<RankIteration>> records = {}; // [iteration][rank], an entry per iteration started
   int threads = 1;                                      // for the selection stage
   double verify_max_error = 0;
   RunProgress* display = nullptr; // what the run shows on standard error (null: nothing)

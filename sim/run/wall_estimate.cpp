@@ -1,26 +1,55 @@
 #include "sim/run/wall_estimate.hpp"
 
+#include "sim/base/units.hpp"
 #include "sim/run/rank_loop.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 
 namespace sparsim {
 namespace {
 
-// Host seconds per message posted (docs/benchmarks.md, "Wall-time estimate"): a dense ring with phantom data
-// at P = 256 on the Piz Daint preset (the network alone); for the sparse collectives, which also merge, sum
-// and verify what they receive, Ok-Topk with its selection stage taken out, at P = 256 under SimGrid's flows
-// and at P = 256 to 4096 under the link-level model.
-Seconds seconds_per_message(const ExperimentConfig& config, bool sparse_collective)
+// Host seconds per message posted at a rank count, dense (the ring with phantom data: the network alone) and
+// sparse (the collectives' messages, with their merges and sums taken out: Ok-Topk and SparCML's split
+// allgather, uniform gradients, link-level model). Measured on this project's 2-core machine (docs/benchmarks.md,
+// "Wall-time estimate"); between two rank counts the cost is interpolated in log2 P, beyond the ends it is held.
+struct MessageCost {
+  double ranks;
+  Seconds dense;
+  Seconds sparse;
+};
+constexpr MessageCost kLinkLevelCosts[] = {
+    {256, 1.7e-6, 4.0e-6}, {1024, 3.0e-6, 4.5e-6}, {2048, 5.5e-6, 5.5e-6}, {4096, 6.0e-6, 7.0e-6}};
+// Under SimGrid's flows the max-min solver's work grows with the flows in flight: Ok-Topk 24-36 us per message
+// at P = 256 and 121 us at P = 1024 (docs/benchmarks.md, "The link-level network model").
+constexpr MessageCost kFlowCosts[] = {{256, 3.1e-6, 36e-6}, {1024, 8e-6, 120e-6}, {4096, 12.7e-6, 120e-6}};
+
+Seconds seconds_per_message(int ranks, bool link_level, bool sparse_collective)
 {
-  const bool link_level = !config.network.simgrid_flows();
-  if (sparse_collective)
-    return link_level ? 8e-6 : 36e-6;
-  return link_level ? 1.7e-6 : 3.1e-6;
+  const auto* begin = link_level ? std::begin(kLinkLevelCosts) : std::begin(kFlowCosts);
+  const auto* end = link_level ? std::end(kLinkLevelCosts) : std::end(kFlowCosts);
+  auto cost = [&](const MessageCost& at) { return sparse_collective ? at.sparse : at.dense; };
+  const auto* above = std::find_if(begin, end, [&](const MessageCost& at) { return at.ranks >= ranks; });
+  if (above == begin)
+    return cost(*begin);
+  if (above == end)
+    return cost(*(end - 1));
+  const auto* below = above - 1;
+  const double t = (std::log2(ranks) - std::log2(below->ranks)) / (std::log2(above->ranks) - std::log2(below->ranks));
+  return cost(*below) + t * (cost(*above) - cost(*below));
 }
 
+// Host seconds per selected pair of all ranks (P k per iteration) that a sparse collective merges, sums or
+// re-selects on the host (gTopk's tree of merges, TopkA's union sum, Ok-Topk's region sums): about 20-40 ns
+// measured at P = 512 to 2048 (docs/benchmarks.md).
+constexpr Seconds kSecondsPerSelectedPair = 25e-9;
+
 // Host seconds per gradient entry and rank on one thread in the selection stage (generation, error feedback,
-// selection): the calibrated generator about 20 M entries per second, the closed-form sources about 170 M.
+// selection): the calibrated generator about 20 M entries per second; the closed-form sources about 1 ns per
+// entry, plus 2 ns when a dense residual is read and written.
 Seconds seconds_per_entry(const ExperimentConfig& config)
 {
   const std::string source = config.gradients->name();
@@ -28,12 +57,12 @@ Seconds seconds_per_entry(const ExperimentConfig& config)
     return 50e-9;
   if (source == "fashion_mnist_mlp")
     return 100e-9; // a forward and backward pass over the rank's batch per parameter
-  return 6e-9;
+  return config.selection.residual == ResidualKind::dense ? 3e-9 : 1e-9;
 }
 
 } // namespace
 
-WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads)
+WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads, bool link_level)
 {
   const CostInputs inputs = config.cost_inputs();
   const ClosedForm closed_form = config.algorithm->closed_form(inputs);
@@ -42,7 +71,7 @@ WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads)
   estimate.messages_upper_bound = closed_form.messages_upper_bound;
   if (!config.is_sparse()) {
     estimate.messages = config.iterations * closed_form.messages;
-    estimate.network = estimate.messages * seconds_per_message(config, false);
+    estimate.network = estimate.messages * seconds_per_message(config.ranks, link_level, false);
     return estimate;
   }
   // Sparse: the dense warm-up iterations run the ring; the others the algorithm after the selection stage.
@@ -50,20 +79,45 @@ WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads)
   const int sparse_iterations = config.iterations - warmup;
   const double warmup_messages = warmup * make_warmup_allreduce()->closed_form(inputs).messages;
   const double sparse_messages = sparse_iterations * closed_form.messages;
+  const double n = static_cast<double>(config.workload.n), k = static_cast<double>(config.workload.k);
   estimate.messages = warmup_messages + sparse_messages;
-  estimate.network =
-      warmup_messages * seconds_per_message(config, false) + sparse_messages * seconds_per_message(config, true);
+  estimate.network = warmup_messages * seconds_per_message(config.ranks, link_level, false) +
+                     sparse_messages * seconds_per_message(config.ranks, link_level, true) +
+                     sparse_iterations * config.ranks * k * kSecondsPerSelectedPair;
   const int usable = std::max(1, std::min(config.gradients->concurrent_generate() ? threads : 1, config.ranks));
   if (config.gradients->generates_candidates()) {
     // Per iteration: the shared part and plan on one thread (about 200 ns per entry, n = 2^24: 3.4 s), then
     // about 80 ns per candidate and rank (1.02 k of them for an exact top-k) over the threads (docs/benchmarks.md).
-    const double n = static_cast<double>(config.workload.n), k = static_cast<double>(config.workload.k);
     estimate.selection_stage = sparse_iterations * (n * 200e-9 + config.ranks * 1.02 * k * 80e-9 / usable);
     return estimate;
   }
-  const double entries = static_cast<double>(config.workload.n) * config.ranks * sparse_iterations;
+  const double entries = n * config.ranks * sparse_iterations;
   estimate.selection_stage = entries * seconds_per_entry(config) / usable;
   return estimate;
+}
+
+WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads)
+{
+  return estimate_wall_time(config, threads, !config.network.simgrid_flows());
+}
+
+std::string long_run_warning(const ExperimentConfig& config, int threads)
+{
+  const WallEstimate wall = estimate_wall_time(config, threads);
+  if (wall.total() <= kLongRun)
+    return "";
+  std::string advice;
+  if (config.network.simgrid_flows()) {
+    const WallEstimate other = estimate_wall_time(config, threads, true);
+    if (other.total() < 0.5 * wall.total())
+      advice = fmt::format("; network.model \"LinkLevel\" would take about {}", format_wall_time(other.total()));
+  }
+  return fmt::format(
+      "a long run (about {} of wall time{}){}; sparsim run --time-limit stops it cleanly with the "
+      "iterations done",
+      format_wall_time(wall.total()),
+      config.is_sparse() ? fmt::format(", {} of it the selection stage", format_wall_time(wall.selection_stage)) : "",
+      advice);
 }
 
 } // namespace sparsim

@@ -3,8 +3,10 @@
 // per-entry costs measured on this project's 2-core machine (docs/benchmarks.md, "Wall-time estimate").
 //
 // LIMITATIONS: a rough figure, within about a factor of 3 on the configs measured. The host cost per message
-// grows with P (cache and TLB misses over the ranks' stacks: 2 us at P = 1024 to 6 us at P = 4096 for the
-// link-level ring) and with contention under SimGrid's flows; the constants are medians at P = 256.
+// is measured at a few rank counts and interpolated (it grows with P: cache and TLB misses over the ranks'
+// stacks, 1.7 us at P = 256 to 6 us at P = 4096 for the link-level ring); under SimGrid's flows it also grows
+// with contention, which the estimate knows nothing of. The collectives' host work on the data is one cost per
+// selected pair for every sparse algorithm.
 #pragma once
 
 #include "sim/run/config.hpp"
@@ -22,6 +24,15 @@ struct WallEstimate {
   Seconds total() const { return selection_stage + network; }
 };
 
+// The estimate under the config's network model, or under the link-level model (`link_level`) or SimGrid's
+// flows (the other model, which validate prints beside it).
 WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads);
+WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads, bool link_level);
+
+// Runs estimated above this get a warning from validate and when they start.
+constexpr Seconds kLongRun = 3600;
+// The warning for a run estimated above kLongRun ("" below it): the estimate, and under SimGrid's flows the
+// link-level model's estimate when it is much shorter.
+std::string long_run_warning(const ExperimentConfig& config, int threads);
 
 } // namespace sparsim
