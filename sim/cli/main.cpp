@@ -233,11 +233,14 @@ int command_run(const Arguments& args, const std::string& command_line)
   sparsim::check_memory(config);
   const std::filesystem::path out =
       args.out.empty() ? std::filesystem::path("results") / config.name : std::filesystem::path(args.out);
+  const int threads = args.threads > 0 ? args.threads : sparsim::machine_cores();
   if (!args.quiet) {
     fmt::print(stderr, "sparsim: running {} ({} on {} ranks, {} iteration(s))\n", args.config, config.algorithm->name(),
                config.ranks, config.iterations);
-    const int threads = args.threads > 0 ? args.threads : sparsim::machine_cores();
-    if (const std::string warning = sparsim::long_run_warning(config, threads); !warning.empty())
+    const std::string warning =
+        sparsim::long_run_warning(config, sparsim::estimate_wall_time(config, threads),
+                                  sparsim::estimate_wall_time(config, threads, config.network.simgrid_flows()));
+    if (!warning.empty())
       fmt::print(stderr, "sparsim: warning: {}\n", warning);
   }
   // This run replaces the results of an earlier run in its folder: they go before it starts (the manifest
@@ -246,7 +249,7 @@ int command_run(const Arguments& args, const std::string& command_line)
     std::filesystem::remove(out / file);
   sparsim::RunOptions options;
   options.show_progress = !args.quiet;
-  options.threads = args.threads > 0 ? args.threads : sparsim::machine_cores();
+  options.threads = threads;
   options.wall_limit = args.time_limit;
   if (!args.trace.empty()) {
     options.trace_iteration = args.trace_iteration >= 0 ? args.trace_iteration : config.iterations - 1;
@@ -306,7 +309,7 @@ int command_validate(const Arguments& args)
              sparsim::format_wall_time(wall.total()), parts,
              config.network.simgrid_flows() ? "the link-level model" : "SimGrid's flows",
              sparsim::format_wall_time(other.total()));
-  if (const std::string warning = sparsim::long_run_warning(config, threads); !warning.empty())
+  if (const std::string warning = sparsim::long_run_warning(config, wall, other); !warning.empty())
     fmt::print("  warning  {}\n", warning);
   return 0;
 }

@@ -93,18 +93,18 @@ void check_memory(const ExperimentConfig& config)
 {
   const MemoryEstimate estimate = estimate_memory(config);
   const double available = 0.9 * physical_memory_bytes();
+  if (estimate.bytes <= available)
+    return;
   // Named after what takes most of it: the ranks, or a run's iterations when their records do.
   const bool records = estimate.records_bytes > 0.5 * estimate.bytes;
-  if (estimate.bytes > available)
-    throw ConfigError(records ? "iterations" : "ranks", std::to_string(records ? config.iterations : config.ranks),
-                      fmt::format("a run that fits in memory: it needs about {} ({}), more than 90% of this "
-                                  "machine's {}{}",
-                                  format_bytes(estimate.bytes), estimate.breakdown,
-                                  format_bytes(physical_memory_bytes()),
-                                  config.is_sparse() && config.selection.residual == ResidualKind::dense &&
-                                          !config.selects_within_collective()
-                                      ? "; selection.residual \"none\" keeps no residual (docs/scale.md)"
-                                      : ""));
+  throw ConfigError(records ? "iterations" : "ranks", std::to_string(records ? config.iterations : config.ranks),
+                    fmt::format("a run that fits in memory: it needs about {} ({}), more than 90% of this "
+                                "machine's {}{}",
+                                format_bytes(estimate.bytes), estimate.breakdown, format_bytes(physical_memory_bytes()),
+                                config.is_sparse() && config.selection.residual == ResidualKind::dense &&
+                                        !config.selects_within_collective()
+                                    ? "; selection.residual \"none\" keeps no residual (docs/scale.md)"
+                                    : ""));
 }
 
 } // namespace sparsim

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
+#include <span>
 
 namespace sparsim {
 namespace {
@@ -29,15 +29,15 @@ constexpr MessageCost kFlowCosts[] = {{256, 3.1e-6, 36e-6}, {1024, 8e-6, 120e-6}
 
 Seconds seconds_per_message(int ranks, bool link_level, bool sparse_collective)
 {
-  const auto* begin = link_level ? std::begin(kLinkLevelCosts) : std::begin(kFlowCosts);
-  const auto* end = link_level ? std::end(kLinkLevelCosts) : std::end(kFlowCosts);
+  const std::span<const MessageCost> costs =
+      link_level ? std::span<const MessageCost>(kLinkLevelCosts) : std::span<const MessageCost>(kFlowCosts);
   auto cost = [&](const MessageCost& at) { return sparse_collective ? at.sparse : at.dense; };
-  const auto* above = std::find_if(begin, end, [&](const MessageCost& at) { return at.ranks >= ranks; });
-  if (above == begin)
-    return cost(*begin);
-  if (above == end)
-    return cost(*(end - 1));
-  const auto* below = above - 1;
+  const auto above = std::find_if(costs.begin(), costs.end(), [&](const MessageCost& at) { return at.ranks >= ranks; });
+  if (above == costs.begin())
+    return cost(costs.front());
+  if (above == costs.end())
+    return cost(costs.back());
+  const auto below = above - 1;
   const double t = (std::log2(ranks) - std::log2(below->ranks)) / (std::log2(above->ranks) - std::log2(below->ranks));
   return cost(*below) + t * (cost(*above) - cost(*below));
 }
@@ -101,17 +101,14 @@ WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads)
   return estimate_wall_time(config, threads, !config.network.simgrid_flows());
 }
 
-std::string long_run_warning(const ExperimentConfig& config, int threads)
+std::string long_run_warning(const ExperimentConfig& config, const WallEstimate& wall, const WallEstimate& other)
 {
-  const WallEstimate wall = estimate_wall_time(config, threads);
   if (wall.total() <= kLongRun)
     return "";
-  std::string advice;
-  if (config.network.simgrid_flows()) {
-    const WallEstimate other = estimate_wall_time(config, threads, true);
-    if (other.total() < 0.5 * wall.total())
-      advice = fmt::format("; network.model \"LinkLevel\" would take about {}", format_wall_time(other.total()));
-  }
+  const std::string advice =
+      config.network.simgrid_flows() && other.total() < 0.5 * wall.total()
+          ? fmt::format("; network.model \"LinkLevel\" would take about {}", format_wall_time(other.total()))
+          : "";
   return fmt::format(
       "a long run (about {} of wall time{}){}; sparsim run --time-limit stops it cleanly with the "
       "iterations done",

@@ -31,8 +31,9 @@ WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads, boo
 
 // Runs estimated above this get a warning from validate and when they start.
 constexpr Seconds kLongRun = 3600;
-// The warning for a run estimated above kLongRun ("" below it): the estimate, and under SimGrid's flows the
-// link-level model's estimate when it is much shorter.
-std::string long_run_warning(const ExperimentConfig& config, int threads);
+// The warning for a run estimated above kLongRun ("" below it), from its estimates under its own network model
+// (`wall`) and the other (`other`): the estimate, and under SimGrid's flows the link-level model's when it is
+// much shorter.
+std::string long_run_warning(const ExperimentConfig& config, const WallEstimate& wall, const WallEstimate& other);
 
 } // namespace sparsim
