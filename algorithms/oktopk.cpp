@@ -216,8 +216,7 @@ private:
   {
     const int P = comm.size();
     const int r = comm.rank();
-    const Gathered<SparseSlice> slices =
-        slices_between(selection, boundaries); // views of the selection, one per region
+    const RegionSlices slices(selection, boundaries); // views of the selection, one per region
 
     // Count exchange: an alltoall of one integer, in the same steps and waves as the data (posting all P-1
     // at once would also be slow to simulate: SimGrid's cost per event grows with the flows in flight).
@@ -230,15 +229,15 @@ private:
 
     // Split: P-1 steps in waves of `bucket`; each wave's messages fly together. The owner sums after the
     // last wave (charged by compute.reduction), so an overlap of sums with later waves is not modelled.
-    Gathered<SparseSlice> parts(P);
-    parts[r] = slices[r];
+    std::vector<SparseSlice> parts(P); // [source rank]: what it sent of this rank's region
+    parts[r] = slices.slice(r);
     {
       auto scope = comm.phase("split");
       const Tag tag = kSplitTag; // one message (pair) per source: the source alone identifies it
       exchange_in_waves(
           comm, params_.bucket, schedule,
           [&](const ExchangeStep& step, std::vector<Request>& sends, std::vector<Request>& receives) {
-            const auto& slice = slices[step.dest];
+            const auto slice = slices.payload(step.dest);
             if (params_.messages_per_step == 1) {
               sends.push_back(comm.isend(step.dest, tag, slice));
               receives.push_back(comm.irecv(step.source, tag));
@@ -252,10 +251,10 @@ private:
               receives.push_back(comm.irecv(step.source, tag + 1));
             }
           },
-          [&](const ExchangeStep& step, std::vector<Request>& receives) {
-            parts[step.source] = params_.messages_per_step == 1 ? comm.take<SparseSlice>(receives[0])
-                                                                : comm.take<IndicesOf<SparseSlice>>(receives[0])->of;
-            if (static_cast<std::int64_t>(parts[step.source]->size()) != announced[step.source])
+          [&](const ExchangeStep& step, std::span<Request> receives) {
+            parts[step.source] = params_.messages_per_step == 1 ? *comm.take<SparseSlice>(receives[0])
+                                                                : *comm.take<IndicesOf<SparseSlice>>(receives[0])->of;
+            if (static_cast<std::int64_t>(parts[step.source].size()) != announced[step.source])
               throw std::logic_error("oktopk: a region slice differs from its announced count");
           });
     }

@@ -202,26 +202,26 @@ public:
     std::vector<std::uint64_t> boundaries(P + 1);
     for (int j = 0; j <= P; ++j)
       boundaries[j] = region_begin(j);
-    const Gathered<SparseSlice> own = slices_between(input.local_selection, boundaries); // views of the selection
+    const RegionSlices own(input.local_selection, boundaries); // views of the selection, one per region
     auto schedule = [&](int s) { return rotated_step(r, P, s); };
     if (encoding_ == Encoding::global) { // phase 0: the reference's exchange of the slices' sizes
       auto scope = comm.phase("split_counts");
       exchange_counts(comm, throttle_, schedule, own, kSplitCountsTag);
     }
-    Gathered<SparseSlice> slices(P); // [source rank]
+    std::vector<SparseSlice> slices(P); // [source rank]
     {
       auto scope = comm.phase("reduce_scatter");
       exchange_in_waves(
           comm, throttle_, schedule,
           [&](const ExchangeStep& step, std::vector<Request>& sends, std::vector<Request>& receives) {
-            sends.push_back(comm.isend(step.dest, kReduceScatterTag, own[step.dest]));
+            sends.push_back(comm.isend(step.dest, kReduceScatterTag, own.payload(step.dest)));
             receives.push_back(comm.irecv(step.source, kReduceScatterTag));
           },
-          [&](const ExchangeStep& step, std::vector<Request>& receives) {
-            slices[step.source] = comm.take<SparseSlice>(receives[0]);
+          [&](const ExchangeStep& step, std::span<Request> receives) {
+            slices[step.source] = *comm.take<SparseSlice>(receives[0]);
           });
     }
-    slices[r] = own[r];
+    slices[r] = own.slice(r);
     SparseVector reduced = sum_received_in_order(comm, slices);
 
     // Phase 2 (global switch only): every rank learns the union's size, as the reference's allgather of

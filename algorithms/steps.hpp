@@ -8,7 +8,9 @@
 #include "sim/data/sparse_ops.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <memory>
+#include <span>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -72,13 +74,13 @@ inline void add_received(Communicator& comm, DenseVector& data, std::uint64_t be
 // Sparse: the sum of `parts` (one per rank, e.g. the slices of a region that its owner received) in rank order
 // (sum_in_order: bitwise the same on every rank holding the same parts), charged as every pair read and the
 // sum written.
-inline SparseVector sum_received_in_order(Communicator& comm, const Gathered<SparseSlice>& parts)
+inline SparseVector sum_received_in_order(Communicator& comm, std::span<const SparseSlice> parts)
 {
   return reduce_charged(comm, [&] {
     std::vector<SparseView> views;
     views.reserve(parts.size());
     for (const auto& part : parts)
-      views.push_back(part->view());
+      views.push_back(part.view());
     SparseVector sum = sum_in_order(views);
     const Bytes traffic = pair_traffic(total_pairs(parts), sum.size());
     return Reduced{std::move(sum), traffic};
@@ -121,49 +123,55 @@ inline ExchangeStep rotated_step(RankId r, int ranks, int step)
 // Steps 1..P-1 of an exchange, posted in waves of `wave` steps (MPICH's alltoall throttle; posting all P-1 at
 // once is also slow to simulate: SimGrid's cost per event grows with the flows in flight). For each wave:
 // post(step, sends, receives) posts each step's messages, in step order (`step` is schedule(s), an
-// ExchangeStep), appending its requests; then every send of the wave is waited, then each step's receives in
-// step order, and received(step, receives) takes what they brought; then the next wave. Within a wave the
-// messages share each rank's links whatever their order.
+// ExchangeStep), appending its requests; then the wave's sends and receives are waited together (the rank runs
+// again when the last of them has arrived: the time at which waiting on the sends, then on each step's receives
+// in step order, would end), and received(step, receives) takes what each step's receives brought, in step
+// order; then the next wave. Within a wave the messages share each rank's links whatever their order.
 template <class Schedule, class Post, class Received>
 void exchange_in_waves(Communicator& comm, int wave, Schedule&& schedule, Post&& post, Received&& received)
 {
   const int P = comm.size();
+  std::vector<Request> requests; // the wave's sends, then its receives step by step
+  std::vector<Request> receives;
+  std::vector<std::pair<ExchangeStep, std::size_t>> steps; // each step and the end of its receives in `receives`
   for (int first = 1; first < P; first += wave) {
     const int last = std::min(P, first + wave);
-    std::vector<Request> sends;
-    std::vector<std::pair<ExchangeStep, std::vector<Request>>> receives; // one entry per step
+    requests.clear();
+    receives.clear();
+    steps.clear();
     for (int s = first; s < last; ++s) {
       const ExchangeStep step = schedule(s);
-      receives.emplace_back(step, std::vector<Request>{});
-      post(step, sends, receives.back().second);
+      post(step, requests, receives);
+      steps.emplace_back(step, receives.size());
     }
-    comm.wait_all(sends);
-    for (auto& [step, requests] : receives) {
-      comm.wait_all(requests);
-      received(step, requests);
+    const std::size_t sends = requests.size();
+    std::move(receives.begin(), receives.end(), std::back_inserter(requests));
+    comm.wait_all(requests);
+    std::size_t begin = sends;
+    for (const auto& [step, end] : steps) {
+      received(step, std::span(requests).subspan(begin, sends + end - begin));
+      begin = sends + end;
     }
   }
 }
 
-// The alltoall of one count per destination (slices[j]'s size to rank j) that codes exchanging variable-size
+// The alltoall of one count per destination (slice j's size to rank j) that codes exchanging variable-size
 // slices send first, posted in the same steps and waves as the slices that follow; returns the counts the
 // sources announced, [source rank] (0 for this rank).
 template <class Schedule>
-std::vector<std::int64_t> exchange_counts(Communicator& comm, int wave, Schedule&& schedule,
-                                          const Gathered<SparseSlice>& slices, Tag tag)
+std::vector<std::int64_t> exchange_counts(Communicator& comm, int wave, Schedule&& schedule, const RegionSlices& slices,
+                                          Tag tag)
 {
   const int P = comm.size();
   std::vector<std::int64_t> announced(P, 0);
-  const auto counts = std::make_shared<std::vector<Count>>(P); // one block; each message points into it
-  for (int j = 0; j < P; ++j)
-    (*counts)[j].value = static_cast<std::int64_t>(slices[j]->size());
   exchange_in_waves(
       comm, wave, schedule,
       [&](const ExchangeStep& step, std::vector<Request>& sends, std::vector<Request>& receives) {
-        sends.push_back(comm.isend(step.dest, tag, std::shared_ptr<const Count>(counts, &(*counts)[step.dest])));
+        const auto count = static_cast<std::int64_t>(slices.size(step.dest));
+        sends.push_back(comm.isend(step.dest, tag, std::make_shared<const Count>(Count{count})));
         receives.push_back(comm.irecv(step.source, tag));
       },
-      [&](const ExchangeStep& step, std::vector<Request>& receives) {
+      [&](const ExchangeStep& step, std::span<Request> receives) {
         announced[step.source] = comm.take<Count>(receives[0])->value;
       });
   return announced;

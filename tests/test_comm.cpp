@@ -1,8 +1,10 @@
 // The communicator on a hand-built two-link star: matching by (source, tag), timing of one-sided
 // transfers, payload types and per-phase accounting.
 #include "sim/comm/communicator.hpp"
+#include "sim/comm/matcher.hpp"
 #include "sim/network/simgrid/transport.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <simgrid/s4u.hpp>
 
@@ -281,4 +283,51 @@ TEST(Communicator, ComputedOnceIsSharedByAllRanksAndDroppedAfterTheLast)
   EXPECT_EQ(world.shared_results().computed(), 5u);
   EXPECT_EQ(world.shared_results().taken(), 5u * P);
   EXPECT_EQ(world.shared_results().pending(), 0u);
+}
+
+// The matcher against a brute-force reference (a list of unmatched halves per receiving rank, searched from the
+// oldest): many sources and tags at once in one inbox (its table grows and entries collide and move back on
+// removal), halves of both kinds interleaved, several halves per key. Every pairing must be the reference's.
+TEST(Matcher, PairsExactlyAsABruteForceReference)
+{
+  constexpr int kRanks = 3;
+  Matcher matcher(kRanks);
+  struct Filed {
+    bool is_send;
+    RankId source;
+    Tag tag;
+    MessagePtr message;
+  };
+  std::vector<std::vector<Filed>> reference(kRanks); // [dest], oldest first
+  std::uint64_t state = 12345;
+  auto draw = [&](std::uint64_t bound) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % bound;
+  };
+  int matched = 0;
+  for (int post = 0; post < 200000; ++post) {
+    const bool is_send = draw(2) == 0;
+    const RankId dest = static_cast<RankId>(draw(kRanks));
+    // Few keys most of the time, bursts of many (up to 300 sources) now and then.
+    const RankId source = static_cast<RankId>(post % 5000 < 1000 ? draw(300) : draw(4));
+    const Tag tag = static_cast<Tag>(draw(3) * 1'000'000);
+    auto fresh = std::make_shared<Message>();
+    const Pairing pairing =
+        is_send ? matcher.pair_send(source, dest, tag, fresh) : matcher.pair_receive(dest, source, tag, fresh);
+    auto& filed = reference[dest];
+    const auto other = std::find_if(filed.begin(), filed.end(), [&](const Filed& f) {
+      return f.is_send != is_send && f.source == source && f.tag == tag;
+    });
+    if (other == filed.end()) {
+      ASSERT_FALSE(pairing.matched) << "post " << post;
+      ASSERT_EQ(pairing.message, fresh) << "post " << post;
+      filed.push_back({is_send, source, tag, fresh});
+    } else {
+      ASSERT_TRUE(pairing.matched) << "post " << post;
+      ASSERT_EQ(pairing.message, other->message) << "post " << post;
+      filed.erase(other);
+      ++matched;
+    }
+  }
+  EXPECT_GT(matched, 50000);
 }

@@ -125,24 +125,28 @@ TEST(SparseOps, SlicesViewTheirIndexRangeWithoutCopying)
   expect_bitwise_equal(sum_in_order(views), *whole);
 }
 
-// slices_between: the same slices as slice_of range by range, all kept alive by one block.
-TEST(SparseOps, SlicesBetweenBoundariesShareOneBlock)
+// RegionSlices: the same slices as slice_of range by range (empty regions, regions past the last index, a region
+// holding everything); a payload keeps the whole vector alive, and nothing else does once the slices are gone.
+TEST(SparseOps, RegionSlicesAreTheSlicesOfEachRange)
 {
-  const auto whole = std::make_shared<const SparseVector>(random_parts(1, 300, 0, 5'000, 12)[0]);
-  const std::vector<std::uint64_t> bounds = {0, 7, 7, 2'000, 4'999, 5'000};
-  auto slices = slices_between(whole, bounds);
-  ASSERT_EQ(slices.size(), bounds.size() - 1);
-  for (std::size_t j = 0; j < slices.size(); ++j) {
-    const SparseSlice expected = slice_of(whole, static_cast<Index>(bounds[j]), static_cast<Index>(bounds[j + 1]));
-    EXPECT_EQ(slices[j]->whole, whole);
-    EXPECT_EQ(slices[j]->first, expected.first) << "slice " << j;
-    EXPECT_EQ(slices[j]->last, expected.last) << "slice " << j;
-    EXPECT_EQ(slices[j].use_count(), static_cast<long>(slices.size())) << "one block for all";
+  auto whole = std::make_shared<const SparseVector>(random_parts(1, 300, 0, 5'000, 12)[0]);
+  for (const std::vector<std::uint64_t>& bounds : std::vector<std::vector<std::uint64_t>>{
+           {0, 7, 7, 2'000, 4'999, 5'000}, {0, 5'000}, {0, 0, 0}, {4'999, 6'000, 7'000}}) {
+    const RegionSlices slices(whole, bounds);
+    for (std::size_t j = 0; j + 1 < bounds.size(); ++j) {
+      const SparseSlice expected = slice_of(whole, static_cast<Index>(bounds[j]), static_cast<Index>(bounds[j + 1]));
+      const auto payload = slices.payload(j);
+      EXPECT_EQ(payload->whole, whole);
+      EXPECT_EQ(payload->first, expected.first) << "slice " << j;
+      EXPECT_EQ(payload->last, expected.last) << "slice " << j;
+      EXPECT_EQ(slices.size(j), expected.size()) << "slice " << j;
+      EXPECT_EQ(slices.slice(j).first, expected.first) << "slice " << j;
+    }
   }
-  std::weak_ptr<const SparseSlice> last = slices.back();
-  auto kept = slices.front(); // one slice keeps the block, and so every slice, alive
-  slices.clear();
-  EXPECT_FALSE(last.expired());
-  kept.reset();
-  EXPECT_TRUE(last.expired());
+  std::weak_ptr<const SparseVector> watched = whole;
+  auto payload = RegionSlices(whole, std::vector<std::uint64_t>{0, 10}).payload(0);
+  whole.reset();
+  EXPECT_FALSE(watched.expired()) << "a payload keeps its vector";
+  payload.reset();
+  EXPECT_TRUE(watched.expired());
 }

@@ -75,7 +75,7 @@ void Communicator::wait(Request& request)
     request.message_.reset(); // the sender keeps nothing once delivered
 }
 
-void Communicator::wait_all(std::vector<Request>& requests)
+void Communicator::wait_all(std::span<Request> requests)
 {
   // Transfers progress on their own once started, so waiting in order finishes at the same simulated
   // time as waiting for whichever completes first. The traced iteration waits one by one, to record each

@@ -21,7 +21,9 @@
 #include "sim/comm/world.hpp"
 #include "sim/data/wire.hpp"
 
+#include <array>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -64,7 +66,7 @@ public:
   }
   Request irecv(RankId source, Tag tag);
   void wait(Request& request);
-  void wait_all(std::vector<Request>& requests);
+  void wait_all(std::span<Request> requests);
 
   // The payload of a completed receive. Throws std::logic_error if the sender sent another type.
   template <class T> std::shared_ptr<const T> take(Request& request)
@@ -88,15 +90,16 @@ public:
     wait(r);
     return take<T>(r);
   }
-  // Send to one peer and receive from another, both in flight at once (a ring step).
+  // Send to one peer and receive from another, both in flight at once (a ring step); returns when both have
+  // arrived.
   template <class T>
   std::shared_ptr<const T> sendrecv(RankId dest, std::shared_ptr<const T> payload, RankId source, Tag tag)
   {
-    Request s = isend(dest, tag, std::move(payload));
-    Request r = irecv(source, tag);
-    wait(r);
-    wait(s);
-    return take<T>(r);
+    std::array<Request, 2> both;
+    both[1] = isend(dest, tag, std::move(payload));
+    both[0] = irecv(source, tag);
+    wait_all(both);
+    return take<T>(both[0]);
   }
 
   // A result every rank of the World computes identically from the same payloads, computed once

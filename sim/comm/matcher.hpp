@@ -5,7 +5,6 @@
 #include "sim/comm/transport.hpp"
 
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 namespace sparsim {
@@ -30,8 +29,30 @@ private:
     MessagePtr oldest;
     std::vector<MessagePtr> later;
   };
-  // By (source, tag); for one key at most one of the two queues of an inbox is non-empty.
-  using Queues = std::unordered_map<std::uint64_t, Queue>;
+  // The queues of one inbox by key (source, tag): open addressing with linear probing in a power-of-two table
+  // at most half full, entries removed by shifting their successors back (no tombstones). An inbox holds a
+  // few keys at a time (a wave's sources), so a lookup touches one or two cache lines and filing a half
+  // allocates nothing.
+  class Queues {
+  public:
+    static constexpr std::uint64_t kNoKey = ~std::uint64_t{0}; // no (source >= 0, tag) pair has it
+    struct Entry {
+      std::uint64_t key = kNoKey;
+      Queue queue;
+    };
+    Entry* find(std::uint64_t key); // null when absent
+    Entry& add(std::uint64_t key);  // key not present
+    void remove(Entry& entry);
+
+  private:
+    std::size_t home(std::uint64_t key) const { return (key * 0x9E3779B97F4A7C15ULL) >> shift_; }
+    void grow();
+
+    std::vector<Entry> entries_;
+    std::size_t used_ = 0;
+    int shift_ = 64;
+  };
+  // For one key at most one of the two is non-empty.
   struct Inbox {
     Queues unmatched_sends;
     Queues unmatched_receives;

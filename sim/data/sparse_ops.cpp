@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <queue>
+#include <stdexcept>
 
 namespace sparsim {
 
@@ -113,19 +114,16 @@ SparseSlice slice_of(std::shared_ptr<const SparseVector> v, Index begin, Index e
   return {std::move(v), first, last};
 }
 
-std::vector<std::shared_ptr<const SparseSlice>> slices_between(const std::shared_ptr<const SparseVector>& v,
-                                                               std::span<const std::uint64_t> boundaries)
+RegionSlices::RegionSlices(std::shared_ptr<const SparseVector> v, std::span<const std::uint64_t> boundaries)
+    : whole_(std::move(v))
 {
-  const std::size_t count = boundaries.empty() ? 0 : boundaries.size() - 1;
-  auto block = std::make_shared<std::vector<SparseSlice>>();
-  block->reserve(count);
-  for (std::size_t j = 0; j < count; ++j)
-    block->push_back(slice_of(v, static_cast<Index>(boundaries[j]), static_cast<Index>(boundaries[j + 1])));
-  std::vector<std::shared_ptr<const SparseSlice>> slices;
-  slices.reserve(count);
-  for (const SparseSlice& slice : *block)
-    slices.emplace_back(block, &slice);
-  return slices;
+  if (whole_->size() > std::numeric_limits<std::uint32_t>::max())
+    throw std::length_error("RegionSlices: a vector of more than 2^32 - 1 entries");
+  const auto& indices = whole_->indices;
+  cuts_.reserve(boundaries.size());
+  for (const std::uint64_t boundary : boundaries) // the positions slice_of finds
+    cuts_.push_back(static_cast<std::uint32_t>(
+        std::lower_bound(indices.begin(), indices.end(), static_cast<Index>(boundary)) - indices.begin()));
 }
 
 SparseVector top_k_by_magnitude(const SparseVector& v, std::size_t k)

@@ -35,10 +35,23 @@ struct SparseSlice {
   }
 };
 SparseSlice slice_of(std::shared_ptr<const SparseVector> v, Index begin, Index end); // entries begin <= index < end
-// The slices of v between consecutive boundaries (slice j: boundaries[j] <= index < boundaries[j + 1]), kept in
-// one block that every returned pointer shares (one allocation, not one per slice).
-std::vector<std::shared_ptr<const SparseSlice>> slices_between(const std::shared_ptr<const SparseVector>& v,
-                                                               std::span<const std::uint64_t> boundaries);
+// The slices of v between consecutive boundaries (slice j: boundaries[j] <= index < boundaries[j + 1]), kept as
+// their cut positions in v: a slice object is made when one is asked for (a message's payload, gone once
+// received), so a rank holds 4 bytes per region, not a slice object per region (P^2 of them over all ranks).
+class RegionSlices {
+public:
+  RegionSlices(std::shared_ptr<const SparseVector> v, std::span<const std::uint64_t> boundaries);
+  std::size_t size(std::size_t region) const { return cuts_[region + 1] - cuts_[region]; }
+  SparseSlice slice(std::size_t region) const { return {whole_, cuts_[region], cuts_[region + 1]}; }
+  std::shared_ptr<const SparseSlice> payload(std::size_t region) const
+  {
+    return std::make_shared<const SparseSlice>(slice(region));
+  }
+
+private:
+  std::shared_ptr<const SparseVector> whole_;
+  std::vector<std::uint32_t> cuts_; // region j is positions [cuts_[j], cuts_[j + 1]) of whole_
+};
 inline Bytes wire_bytes(const SparseSlice& s, const WireFormat& wire)
 {
   return s.size() * static_cast<Bytes>(wire.index_bytes + wire.value_bytes);
@@ -59,7 +72,10 @@ template <class Parts> std::uint64_t total_pairs(const Parts& parts)
 {
   std::uint64_t total = 0;
   for (const auto& part : parts)
-    total += part->size();
+    if constexpr (requires { part->size(); })
+      total += part->size();
+    else
+      total += part.size();
   return total;
 }
 

@@ -199,6 +199,8 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
 
   if (config.topology->adaptive_routing().candidates > 0)
     manifest["nonminimal_routes"] = output.nonminimal_routes; // of the run's simulated_messages
+  if (!config.network.simgrid_flows())
+    manifest["rank_parks"] = output.rank_parks; // the link-level model's actor switches (host cost, not a result)
   // Every file is complete under its temporary name before any is published, so the folder holds a mix of
   // old and new files only for the renames. The manifest vouches for the others: the old one goes
   // first, the new one is published last.

@@ -203,8 +203,10 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   out.selection_shared_wall.assign(run.selection_shared_wall.begin(),
                                    run.selection_shared_wall.begin() + out.completed_iterations);
   out.links = label_link_loads(world.link_loads().loads(), graph);
-  if (network.link_level)
+  if (network.link_level) {
     out.nonminimal_routes = network.link_level->nonminimal_routes();
+    out.rank_parks = network.link_level->rank_parks();
+  }
   if (options.trace_iteration >= 0)
     out.trace = {options.trace_iteration, world.phases().names(), world.trace().take()};
   out.wall_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();

@@ -45,11 +45,14 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
     add("reduced regions and U", 2 * std::min(P * k, n) * element);
     // Allgathers leave every rank a pointer to every rank's part (P^2 shared pointers of 16 bytes), and the
     // last step of Bruck's allgather has half of them in flight (with their owners): 32 bytes per P^2 in all.
-    add("gathered parts (32 P^2 bytes)", P * P * 32);
+    // Split and reduce-scatter phases keep per (rank, region) a cut position (4 bytes), the slice its owner
+    // received (32 bytes) and the count announced for it (8 bytes) until the owner has summed them; they end
+    // before the allgathers start, so the larger of the two counts.
     const std::string name = config.algorithm ? config.algorithm->name() : "";
-    // Split and reduce-scatter phases: a slice object and two pointers per (rank, region), up to all at once.
     if (name == "oktopk" || (name.starts_with("sparcml_") && name.ends_with("_split_allgather")))
-      add("region slices (96 P^2 bytes)", P * P * 96);
+      add("region slices and counts (44 P^2 bytes, more than the allgathers' 32 P^2)", P * P * 44);
+    else
+      add("gathered parts (32 P^2 bytes)", P * P * 32);
     // Recursive doubling: one sum per group of ranks and round (shared by the group); the groups of a round
     // hold P k pairs at most between them, and a round's sums live until the next round's are taken.
     if (name == "sparcml_ssar_recursive_double")

@@ -79,6 +79,7 @@ struct RunOutput {
   std::string stop_reason;             // why, for partial results
   std::vector<LinkRow> links;          // links.csv: the SimGrid links that carried bytes
   std::uint64_t nonminimal_routes = 0; // adaptive routing: messages it sent on a non-minimal route
+  std::uint64_t rank_parks = 0;        // link-level model: times a rank stopped and was switched out
   RunTrace trace;                      // the traced iteration's timeline (none unless asked for)
 };
 

@@ -94,7 +94,7 @@ void LinkSharingModel::handle_next_event(std::vector<FlowId>& arrived)
       continue;
     }
     if (events_.empty() || events_.top().time != now)
-      return;
+      break;
     const Event event = events_.top();
     events_.pop();
     if (event.kind == Kind::arrival) {
@@ -104,6 +104,13 @@ void LinkSharingModel::handle_next_event(std::vector<FlowId>& arrived)
       join(event.flow, now, arrived);
     }
   }
+  // The links that flows joined now take their next departure from their state after the last join: one
+  // update of the departure queue per link instead of one per join (a departure due now was set at once).
+  for (const std::uint32_t link : rescheduled_) {
+    links_[link].rescheduled = false;
+    schedule_departure(link);
+  }
+  rescheduled_.clear();
 }
 
 void LinkSharingModel::advance_link(Link& link, Seconds now)
@@ -115,15 +122,30 @@ void LinkSharingModel::advance_link(Link& link, Seconds now)
   link.updated = now;
 }
 
+Seconds LinkSharingModel::next_departure(const Link& link) const
+{
+  if (link.flows.empty())
+    return kNever;
+  const double remaining = std::max(0.0, link.flows.top().tag - link.virtual_time);
+  return link.updated + remaining * static_cast<double>(link.flows.size()) / link.bandwidth;
+}
+
 void LinkSharingModel::schedule_departure(std::uint32_t link_index)
 {
+  departures_.set(link_index, next_departure(links_[link_index]));
+}
+
+void LinkSharingModel::schedule_departure_after_joins(std::uint32_t link_index, Seconds now)
+{
   Link& link = links_[link_index];
-  if (link.flows.empty()) {
-    departures_.set(link_index, kNever);
+  if (next_departure(link) == now) {
+    schedule_departure(link_index); // handled before anything else at `now`, as it would be at once
     return;
   }
-  const double remaining = std::max(0.0, link.flows.top().tag - link.virtual_time);
-  departures_.set(link_index, link.updated + remaining * static_cast<double>(link.flows.size()) / link.bandwidth);
+  if (!link.rescheduled) {
+    link.rescheduled = true;
+    rescheduled_.push_back(link_index);
+  }
 }
 
 void LinkSharingModel::join(FlowId id, Seconds now, std::vector<FlowId>& arrived)
@@ -143,7 +165,7 @@ void LinkSharingModel::join(FlowId id, Seconds now, std::vector<FlowId>& arrived
     link.flows.push({.tag = tag, .flow = id});
     link.tag_sum += tag;
     link.joining -= flow.bytes;
-    schedule_departure(index);
+    schedule_departure_after_joins(index, now);
   }
 }
 

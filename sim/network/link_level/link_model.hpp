@@ -95,9 +95,10 @@ private:
   struct Link {
     BytesPerSecond bandwidth = 0;
     double virtual_time = 0;
-    Seconds updated = 0; // real time of virtual_time
-    double tag_sum = 0;  // sum of its flows' departure tags: their bytes left are tag_sum - n * virtual_time
-    double joining = 0;  // bytes of the flows that have started on routes through it and not yet joined
+    Seconds updated = 0;      // real time of virtual_time
+    double tag_sum = 0;       // sum of its flows' departure tags: their bytes left are tag_sum - n * virtual_time
+    double joining = 0;       // bytes of the flows that have started on routes through it and not yet joined
+    bool rescheduled = false; // flows joined it at the current event time: its next departure is set after them
     std::priority_queue<Departure, std::vector<Departure>, std::greater<>> flows;
   };
   // At equal times departures come first (a link's flows leave before new ones join), then arrivals, then
@@ -148,7 +149,11 @@ private:
   };
 
   void advance_link(Link& link, Seconds now);
+  Seconds next_departure(const Link& link) const;
   void schedule_departure(std::uint32_t link_index);
+  // After a join: the departure queue is updated when every event of the current time has been handled, unless
+  // the link's next departure is due now.
+  void schedule_departure_after_joins(std::uint32_t link_index, Seconds now);
   void join(FlowId flow, Seconds now, std::vector<FlowId>& arrived);
   void depart(std::uint32_t link_index, Seconds now, std::vector<FlowId>& arrived);
   void link_done(FlowId flow, Seconds now, std::vector<FlowId>& arrived);
@@ -159,6 +164,7 @@ private:
   std::vector<Flow> flows_;
   std::vector<FlowId> free_flows_;
   DepartureQueue departures_;
+  std::vector<std::uint32_t> rescheduled_; // links whose next departure awaits the end of the current time
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_; // joins and arrivals
 };
 

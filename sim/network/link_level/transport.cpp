@@ -114,6 +114,7 @@ void LinkLevelTransport::block(RankId rank)
   --active_;
   if (active_ == 0 && advance(rank))
     return;
+  ++rank_parks_;
   parking_.park(rank);
 }
 

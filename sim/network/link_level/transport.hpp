@@ -58,6 +58,8 @@ public:
 
   // The messages adaptive routing sent on a non-minimal route so far.
   std::uint64_t nonminimal_routes() const { return nonminimal_routes_; }
+  // How many times a rank has stopped and been switched out so far (the host cost of waits).
+  std::uint64_t rank_parks() const { return rank_parks_; }
 
 private:
   static constexpr std::size_t kKeptRouteLinks = 16;
@@ -105,6 +107,7 @@ private:
   std::vector<RankId> at_barrier_;
   LinkLoadCounter* chosen_routes_ = nullptr; // where adaptive routes are counted (the World's link loads)
   std::uint64_t nonminimal_routes_ = 0;
+  std::uint64_t rank_parks_ = 0;
   std::vector<std::size_t> slots_;                // scratch route
   std::vector<std::size_t> candidate_;            // scratch route
   std::vector<LinkSharingModel::FlowId> arrived_; // scratch
