@@ -30,6 +30,7 @@
 #include "sim/data/dense.hpp"
 #include "sim/data/sparse_ops.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -352,33 +353,34 @@ private:
     };
 
     auto scope = comm.phase("balance");
-    std::vector<Request> sends;
-    std::vector<std::pair<int, Request>> receives;
-    Gathered<SparseVector> pieces(P);
+    std::vector<Request> requests; // the sends, then the receives in source order, waited together
+    std::vector<std::pair<int, std::shared_ptr<const SparseVector>>> pieces; // (source rank, piece) of block r
     for (int b = 0; b < P; ++b) {
       auto [from, to] = overlap(r, b);
       if (from >= to)
         continue;
       auto piece = std::make_shared<const SparseVector>(positions(global, from - offset[r], to - offset[r]));
       if (b == r)
-        pieces[r] = piece;
+        pieces.emplace_back(r, std::move(piece));
       else
-        sends.push_back(comm.isend(b, kBalanceTag, piece));
+        requests.push_back(comm.isend(b, kBalanceTag, piece));
     }
+    const std::size_t sends = requests.size();
+    std::vector<int> sources;
     for (int q = 0; q < P; ++q) {
       auto [from, to] = overlap(q, r);
-      if (q != r && from < to)
-        receives.emplace_back(q, comm.irecv(q, kBalanceTag));
+      if (q != r && from < to) {
+        sources.push_back(q);
+        requests.push_back(comm.irecv(q, kBalanceTag));
+      }
     }
-    comm.wait_all(sends);
-    for (auto& [q, request] : receives) {
-      comm.wait(request);
-      pieces[q] = comm.take<SparseVector>(request);
-    }
-    Gathered<SparseVector> present;
-    for (const auto& piece : pieces)
-      if (piece)
-        present.push_back(piece);
+    comm.wait_all(requests);
+    for (std::size_t i = 0; i < sources.size(); ++i)
+      pieces.emplace_back(sources[i], comm.take<SparseVector>(requests[sends + i]));
+    std::sort(pieces.begin(), pieces.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    Gathered<SparseVector> present; // in rank order
+    for (auto& [source, piece] : pieces)
+      present.push_back(std::move(piece));
     return std::make_shared<const SparseVector>(concatenate(present));
   }
 
