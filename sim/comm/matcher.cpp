@@ -50,6 +50,8 @@ void Matcher::Queues::remove(Entry& entry)
   entries_[hole].key = kNoKey;
   entries_[hole].queue = Queue{};
   --used_;
+  if (used_ == 0 && entries_.size() > kKeptCapacity)
+    entries_ = std::vector<Entry>(); // a burst of keys (an incast) leaves no large table behind
 }
 
 void Matcher::Queues::grow()

@@ -36,6 +36,7 @@ private:
   class Queues {
   public:
     static constexpr std::uint64_t kNoKey = ~std::uint64_t{0}; // no (source >= 0, tag) pair has it
+    static constexpr std::size_t kKeptCapacity = 64;           // an emptied table larger than this is freed
     struct Entry {
       std::uint64_t key = kNoKey;
       Queue queue;
