@@ -79,10 +79,13 @@ inline SparseVector sum_received_in_order(Communicator& comm, std::span<const Sp
   return reduce_charged(comm, [&] {
     std::vector<SparseView> views;
     views.reserve(parts.size());
-    for (const auto& part : parts)
+    std::uint64_t pairs = 0;
+    for (const auto& part : parts) {
       views.push_back(part.view());
+      pairs += part.size();
+    }
     SparseVector sum = sum_in_order(views);
-    const Bytes traffic = pair_traffic(total_pairs(parts), sum.size());
+    const Bytes traffic = pair_traffic(pairs, sum.size());
     return Reduced{std::move(sum), traffic};
   });
 }

@@ -103,14 +103,18 @@ SparseVector sum_in_order(std::span<const SparseView> parts)
   return merge_in_order(parts, total);
 }
 
+namespace {
+// The position of the first entry of v whose index is at least i.
+std::size_t position_of(const SparseVector& v, Index i)
+{
+  return static_cast<std::size_t>(std::lower_bound(v.indices.begin(), v.indices.end(), i) - v.indices.begin());
+}
+} // namespace
+
 SparseSlice slice_of(std::shared_ptr<const SparseVector> v, Index begin, Index end)
 {
-  const auto& indices = v->indices;
-  auto position = [&](Index i) {
-    return static_cast<std::size_t>(std::lower_bound(indices.begin(), indices.end(), i) - indices.begin());
-  };
-  const std::size_t first = position(begin);
-  const std::size_t last = position(end);
+  const std::size_t first = position_of(*v, begin);
+  const std::size_t last = position_of(*v, end);
   return {std::move(v), first, last};
 }
 
@@ -119,11 +123,9 @@ RegionSlices::RegionSlices(std::shared_ptr<const SparseVector> v, std::span<cons
 {
   if (whole_->size() > std::numeric_limits<std::uint32_t>::max())
     throw std::length_error("RegionSlices: a vector of more than 2^32 - 1 entries");
-  const auto& indices = whole_->indices;
   cuts_.reserve(boundaries.size());
   for (const std::uint64_t boundary : boundaries) // the positions slice_of finds
-    cuts_.push_back(static_cast<std::uint32_t>(
-        std::lower_bound(indices.begin(), indices.end(), static_cast<Index>(boundary)) - indices.begin()));
+    cuts_.push_back(static_cast<std::uint32_t>(position_of(*whole_, static_cast<Index>(boundary))));
 }
 
 SparseVector top_k_by_magnitude(const SparseVector& v, std::size_t k)

@@ -72,10 +72,7 @@ template <class Parts> std::uint64_t total_pairs(const Parts& parts)
 {
   std::uint64_t total = 0;
   for (const auto& part : parts)
-    if constexpr (requires { part->size(); })
-      total += part->size();
-    else
-      total += part.size();
+    total += part->size();
   return total;
 }
 

@@ -139,7 +139,7 @@ void LinkSharingModel::schedule_departure_after_joins(std::uint32_t link_index, 
 {
   Link& link = links_[link_index];
   if (next_departure(link) == now) {
-    schedule_departure(link_index); // handled before anything else at `now`, as it would be at once
+    departures_.set(link_index, now); // handled before anything else at `now`, as it would be at once
     return;
   }
   if (!link.rescheduled) {
