@@ -389,8 +389,10 @@ TopkBoundary find_topk(std::span<const float> x, std::size_t k, SparseVector& c)
     range.hi = kInfKey;
     certain = 0;
   }
-  // Gather the band's keys branch-free (write every key, advance only over band members) and select in it.
-  std::vector<Key> band(c.size() - certain + 1);
+  // Gather the band's keys branch-free (write every key, advance only over band members) and select in it. The
+  // band is the thread's scratch, kept between calls: fresh pages cost more than the selection (a VM's page faults).
+  thread_local std::vector<Key> band;
+  band.resize(c.size() - certain + 1);
   std::size_t members = 0;
   for (float v : c.values) {
     band[members] = magnitude_key(v);

@@ -177,14 +177,14 @@ void CandidatePlan::sample(std::span<const std::uint64_t> streams, std::span<con
     const std::size_t size = bucket_begin_[b + 1] - bucket_begin_[b];
     const Entry* entries = entries_.data() + bucket_begin_[b];
     const int j = b / (kMaxGap + 1), gap = b % (kMaxGap + 1);
-    const double near_y = edge_y(j), far_y = edge_y(j + gap);
+    const double side_y[2] = {edge_y(j + gap), edge_y(j)}; // [near]: the far side's edge, then the near side's
     // The proposal: near side beyond edge j, far side beyond edge j + gap, each with the sign's probability 1/2.
     const double visit = visit_probability(b);
     const bool every_entry = visit >= 1;
     // Geometric skips between visits: floor(E / rate) for E ~ Exp(1), rate = -log(1 - visit).
     const double mean_gap = every_entry ? 0 : -1 / std::log1p(-visit);
     // P(near side | visit) as a 32-bit threshold (exact to 2^-32).
-    const auto near_threshold = static_cast<std::uint64_t>(std::exp(-near_y) / (2 * visit) * 0x1.0p32);
+    const auto near_threshold = static_cast<std::uint64_t>(std::exp(-side_y[1]) / (2 * visit) * 0x1.0p32);
     // Each rank's walk: the next position it visits and its stream. The bucket is walked in chunks, every rank
     // through a chunk before the next one, so that a chunk is read from memory once for all of them.
     auto next_visit = [&](std::size_t from, std::uint64_t base, std::uint64_t& counter) {
@@ -215,10 +215,14 @@ void CandidatePlan::sample(std::span<const std::uint64_t> streams, std::span<con
           // Which side (the high 32 bits), then |X| beyond that side's edge: Y = edge y + Exp(1) (the low 32).
           const std::uint64_t bits = stream_bits(base, counter++);
           const bool near = (bits >> 32) < near_threshold;
-          const double magnitude = magnitude_.magnitude(
-              (near ? near_y : far_y) + exponential.draw32(static_cast<std::uint32_t>(bits), base, counter));
-          const bool positive = (entry.mean >= 0) == near; // the near side has the mean's sign
-          const float g = entry.mean + entry.noise * static_cast<float>(positive ? magnitude : -magnitude);
+          const double magnitude =
+              magnitude_.magnitude(side_y[near] + exponential.draw32(static_cast<std::uint32_t>(bits), base, counter));
+          // The near side has the mean's sign. The side is a coin flip for a branch predictor: the sign is set
+          // by its bit (the same float as rounding -magnitude).
+          const bool positive = (entry.mean >= 0) == near;
+          const float x = std::bit_cast<float>(std::bit_cast<std::uint32_t>(static_cast<float>(magnitude)) ^
+                                               (static_cast<std::uint32_t>(!positive) << 31));
+          const float g = entry.mean + entry.noise * x;
           if (std::fabs(g) <= floor)
             continue;
           if (!maybe_absent.empty() &&

@@ -1,5 +1,6 @@
 #include "sim/run/selection.hpp"
 
+#include "sim/base/page_faults.hpp"
 #include "sim/data/topk.hpp"
 
 #include <algorithm>
@@ -205,6 +206,11 @@ SparseVector LocalSelector::select_from(std::span<const float> acc, const std::v
   auto finish = [&] {
     SparseVector selection;
     if (buffer) {
+      // The selection lives through the iteration beside the other ranks': its pages are fresh, faulted in at once.
+      selection.indices.reserve(out.size());
+      selection.values.reserve(out.size());
+      fault_in(selection.indices.data(), out.size() * sizeof(Index));
+      fault_in(selection.values.data(), out.size() * sizeof(float));
       selection.indices.assign(out.indices.begin(), out.indices.end());
       selection.values.assign(out.values.begin(), out.values.end());
     } else {
