@@ -19,30 +19,32 @@ constexpr double kFloorSlack = 1e-6;
 
 double edge_y(int edge) { return static_cast<double>(edge) / CandidatePlan::kEdgesPerUnit; }
 
-// Sorts (index << 32 | value bits) keys by index: least significant digit radix sort on the index, in as few
-// passes of at most 12 bits as its largest value needs (a 4096-entry count table stays in cache).
-void sort_by_index(std::vector<std::uint64_t>& keys, std::vector<std::uint64_t>& scratch)
+// Sorts the first `count` (index << 32 | value bits) keys by index: least significant digit radix sort on the
+// index, in as few passes of at most 12 bits as its largest value needs (a 4096-entry count table stays in cache).
+// The sorted keys end up in the first `count` of keys (which may trade buffers with scratch).
+void sort_by_index(std::vector<std::uint64_t>& keys, std::size_t count, std::vector<std::uint64_t>& scratch)
 {
-  if (keys.empty())
+  if (count == 0)
     return;
-  const auto largest = static_cast<std::uint32_t>(*std::max_element(keys.begin(), keys.end()) >> 32);
+  const auto largest = static_cast<std::uint32_t>(*std::max_element(keys.begin(), keys.begin() + count) >> 32);
   const int bits = std::bit_width(largest);
   const int passes = (bits + 11) / 12;
   if (passes == 0)
     return;
   const int digit = (bits + passes - 1) / passes;
   const std::uint64_t mask = (1ull << digit) - 1;
-  scratch.resize(keys.size());
+  if (scratch.size() < count)
+    scratch.resize(std::max(count, keys.size()));
   std::vector<std::size_t> offsets(static_cast<std::size_t>(mask) + 2);
   for (int pass = 0; pass < passes; ++pass) {
     const int shift = 32 + pass * digit;
     std::fill(offsets.begin(), offsets.end(), 0);
-    for (std::uint64_t key : keys)
-      ++offsets[((key >> shift) & mask) + 1];
+    for (std::size_t e = 0; e < count; ++e)
+      ++offsets[((keys[e] >> shift) & mask) + 1];
     for (std::size_t d = 1; d < offsets.size(); ++d)
       offsets[d] += offsets[d - 1];
-    for (std::uint64_t key : keys)
-      scratch[offsets[(key >> shift) & mask]++] = key;
+    for (std::size_t e = 0; e < count; ++e)
+      scratch[offsets[(keys[e] >> shift) & mask]++] = keys[e];
     keys.swap(scratch);
   }
 }
@@ -153,22 +155,20 @@ void CandidatePlan::sample(std::span<const std::uint64_t> streams, std::span<con
                            const std::function<bool(std::size_t, Index)>& present, std::vector<SparseVector>& out) const
 {
   static const ExponentialZiggurat exponential;
-  // (index << 32 | value bits) per rank, kept between calls so that their pages are not faulted in again.
+  // (index << 32 | value bits) slots per rank, kept between calls so that their pages are not faulted in again.
+  // A walk stores every visited entry's key in the next slot and counts only the kept ones (branch-free: whether a
+  // visit is kept is a coin flip in some buckets).
   thread_local std::vector<std::vector<std::uint64_t>> kept;
   thread_local std::vector<std::uint64_t> scratch;
   const std::size_t ranks = streams.size();
   if (kept.size() < ranks)
     kept.resize(ranks);
-  const std::size_t expected = static_cast<std::size_t>(expected_visits()) + 16;
-  for (std::size_t s = 0; s < ranks; ++s) {
-    kept[s].clear();
-    kept[s].reserve(expected);
-  }
   const float floor = static_cast<float>(floor_);
   struct Walk {
     std::uint64_t base = 0;
     std::uint64_t counter = 0;
     std::size_t position = 0;
+    std::size_t kept = 0;
   };
   std::vector<Walk> walks(ranks);
   constexpr std::size_t kChunk = 2048; // entries: 24 KiB
@@ -209,7 +209,11 @@ void CandidatePlan::sample(std::span<const std::uint64_t> streams, std::span<con
         const std::uint64_t base = walks[s].base;
         std::uint64_t counter = walks[s].counter;
         std::size_t position = walks[s].position;
-        std::vector<std::uint64_t>& mine = kept[s];
+        std::size_t count = walks[s].kept;
+        // Room for a slot at every position left in the chunk.
+        if (position < chunk_end && kept[s].size() < count + (chunk_end - position))
+          kept[s].resize(std::max(2 * kept[s].size(), count + (chunk_end - position)));
+        std::uint64_t* const slots = kept[s].data();
         for (; position < chunk_end; position = next_visit(position + 1, base, counter)) {
           const Entry& entry = entries[position];
           // Which side (the high 32 bits), then |X| beyond that side's edge: Y = edge y + Exp(1) (the low 32).
@@ -223,17 +227,17 @@ void CandidatePlan::sample(std::span<const std::uint64_t> streams, std::span<con
           const float x = std::bit_cast<float>(std::bit_cast<std::uint32_t>(static_cast<float>(magnitude)) ^
                                                (static_cast<std::uint32_t>(!positive) << 31));
           const float g = entry.mean + entry.noise * x;
-          if (std::fabs(g) <= floor)
-            continue;
-          if (!maybe_absent.empty() &&
-              std::any_of(maybe_absent.begin(), maybe_absent.end(),
-                          [&](IndexRange r) { return r.contains(entry.index); }) &&
-              !present(s, entry.index))
-            continue;
-          mine.push_back(static_cast<std::uint64_t>(entry.index) << 32 | std::bit_cast<std::uint32_t>(g));
+          bool keep = std::fabs(g) > floor;
+          if (keep && !maybe_absent.empty() && std::any_of(maybe_absent.begin(), maybe_absent.end(), [&](IndexRange r) {
+                return r.contains(entry.index);
+              }))
+            keep = present(s, entry.index);
+          slots[count] = static_cast<std::uint64_t>(entry.index) << 32 | std::bit_cast<std::uint32_t>(g);
+          count += keep;
         }
         walks[s].counter = counter;
         walks[s].position = position;
+        walks[s].kept = count;
       }
       if (chunk_end == size)
         break;
@@ -241,10 +245,10 @@ void CandidatePlan::sample(std::span<const std::uint64_t> streams, std::span<con
   }
   out.resize(ranks);
   for (std::size_t s = 0; s < ranks; ++s) {
-    sort_by_index(kept[s], scratch);
-    out[s].indices.resize(kept[s].size());
-    out[s].values.resize(kept[s].size());
-    for (std::size_t e = 0; e < kept[s].size(); ++e) {
+    sort_by_index(kept[s], walks[s].kept, scratch);
+    out[s].indices.resize(walks[s].kept);
+    out[s].values.resize(walks[s].kept);
+    for (std::size_t e = 0; e < walks[s].kept; ++e) {
       out[s].indices[e] = static_cast<Index>(kept[s][e] >> 32);
       out[s].values[e] = std::bit_cast<float>(static_cast<std::uint32_t>(kept[s][e]));
     }

@@ -199,13 +199,24 @@ void LocalSelector::keep_strictly_above_threshold(SparseVector& selection)
 SparseVector LocalSelector::select_from(std::span<const float> acc, const std::vector<Index>* indices, std::uint64_t n,
                                         std::uint64_t k, int iteration, SelectionTraffic& traffic, SparseVector* buffer)
 {
-  // The kernel's output: into the buffer when there is one (then copied at its size), else a fresh vector.
-  // Candidates: positions in `acc` become indices of the n-entry vector (both ascending).
+  // The kernel's output. An exact top-k from candidates keeps nearly all of them: a fresh vector with room for all,
+  // its pages faulted in at once, becomes the selection (no copy; the candidates beyond the top k stay unused
+  // capacity, about 2%). Otherwise the thread's buffer when there is one (its pages reused from rank to rank),
+  // copied at the selection's size; else a fresh vector. Candidates: positions in `acc` become indices of the
+  // n-entry vector (both ascending).
+  const bool exact = config_.policy != SelectionPolicy::gaussian && !reuse_threshold(iteration).has_value();
   SparseVector fresh;
-  SparseVector& out = buffer ? *buffer : fresh;
+  if (indices && exact) {
+    fresh.indices.reserve(acc.size());
+    fresh.values.reserve(acc.size());
+    fault_in(fresh.indices.data(), acc.size() * sizeof(Index));
+    fault_in(fresh.values.data(), acc.size() * sizeof(float));
+  }
+  const bool copy_out = buffer && !(indices && exact);
+  SparseVector& out = copy_out ? *buffer : fresh;
   auto finish = [&] {
     SparseVector selection;
-    if (buffer) {
+    if (copy_out) {
       // The selection lives through the iteration beside the other ranks': its pages are fresh, faulted in at once.
       selection.indices.reserve(out.size());
       selection.values.reserve(out.size());
@@ -233,7 +244,6 @@ SparseVector LocalSelector::select_from(std::span<const float> acc, const std::v
     traffic.bytes_written += 8 * selection.size();
     return selection;
   }
-  const bool exact = !reuse_threshold(iteration).has_value();
   if (exact) {
     // The exact top-k; its smallest magnitude is the k-th largest, the threshold reused afterwards.
     select_topk(acc, k, out);
