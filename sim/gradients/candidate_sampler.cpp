@@ -1,5 +1,6 @@
 #include "sim/gradients/candidate_sampler.hpp"
 
+#include "sim/base/page_faults.hpp"
 #include "sim/base/parallel.hpp"
 #include "sim/gradients/random_streams.hpp"
 #include "sim/gradients/source.hpp"
@@ -89,7 +90,11 @@ CandidatePlan::CandidatePlan(std::span<const float> mean, std::span<const float>
   // (blocks in order within a bucket, so a bucket stays in ascending index), then the scatter.
   constexpr std::size_t kBlock = std::size_t{1} << 20;
   const std::size_t blocks = (mean.size() + kBlock - 1) / kBlock;
-  std::vector<std::uint16_t> bucket_of(mean.size());
+  // The plan's arrays are fresh every iteration, hundreds of megabytes at n = 2^24: their pages are faulted in at once.
+  std::vector<std::uint16_t> bucket_of;
+  bucket_of.reserve(mean.size());
+  fault_in(bucket_of.data(), mean.size() * sizeof(std::uint16_t));
+  bucket_of.resize(mean.size());
   std::vector<std::size_t> places(blocks * kBuckets, 0); // [block][bucket]: counts, then first positions
   parallel_blocks(mean.size(), kBlock, threads, [&](std::size_t begin, std::size_t end) {
     std::size_t* counts = places.data() + begin / kBlock * kBuckets;
@@ -125,6 +130,8 @@ CandidatePlan::CandidatePlan(std::span<const float> mean, std::span<const float>
     }
   }
   bucket_begin_[kBuckets] = position;
+  entries_.reserve(position);
+  fault_in(entries_.data(), position * sizeof(Entry));
   entries_.resize(position);
   parallel_blocks(mean.size(), kBlock, threads, [&](std::size_t begin, std::size_t end) {
     std::size_t* next = places.data() + begin / kBlock * kBuckets;
