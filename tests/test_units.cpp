@@ -1,8 +1,16 @@
-// Unit parsing and the JSON reader's error reporting.
+// Unit parsing, the JSON reader's error reporting, and faulting in a buffer's pages.
 #include "sim/base/json_reader.hpp"
+#include "sim/base/page_faults.hpp"
 #include "sim/base/units.hpp"
 
 #include <gtest/gtest.h>
+
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 using namespace sparsim;
 
@@ -96,4 +104,41 @@ TEST(JsonReader, LogsFoldedPaths)
   for (auto& item : root.object_list("list"))
     item.get_int("x");
   EXPECT_EQ(*log, (FieldLog{"list", "list[].x"}));
+}
+
+TEST(PageFaults, FaultingInMakesTheWholePagesResidentAndKeepsContents)
+{
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  // A fresh anonymous mapping: no page resident until written.
+  const std::size_t pages = 64;
+  auto* base = static_cast<unsigned char*>(
+      mmap(nullptr, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(base, MAP_FAILED);
+  if (madvise(base, page, MADV_POPULATE_WRITE) != 0) {
+    munmap(base, pages * page);
+    GTEST_SKIP() << "this kernel has no MADV_POPULATE_WRITE: fault_in does nothing here";
+  }
+  auto resident = [&] {
+    std::vector<unsigned char> flags(pages);
+    EXPECT_EQ(mincore(base, pages * page, flags.data()), 0);
+    std::vector<int> which;
+    for (std::size_t p = 0; p < pages; ++p)
+      if (flags[p] & 1)
+        which.push_back(static_cast<int>(p));
+    return which;
+  };
+  EXPECT_EQ(resident(), std::vector<int>{0}); // the page the probe populated
+  // A buffer from the middle of page 3 to the middle of page 40: only the whole pages 4..39 are made resident.
+  fault_in(base + 3 * page + page / 2, 37 * page);
+  std::vector<int> expected{0};
+  for (int p = 4; p < 40; ++p)
+    expected.push_back(p);
+  EXPECT_EQ(resident(), expected);
+  // Contents already there are kept.
+  std::vector<std::uint32_t> data(1 << 20);
+  std::iota(data.begin(), data.end(), 7u);
+  fault_in(data.data() + 5, (data.size() - 10) * sizeof(std::uint32_t));
+  for (std::size_t i = 0; i < data.size(); ++i)
+    ASSERT_EQ(data[i], 7u + i);
+  munmap(base, pages * page);
 }
