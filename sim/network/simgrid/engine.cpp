@@ -17,6 +17,10 @@ std::vector<std::string> simgrid_options(const NetworkOptions& network)
       // The link-level model times messages itself; SimGrid then only runs the rank actors (any model does).
       "--cfg=network/model:" + (network.simgrid_flows() ? network.model : std::string("CM02")),
       std::string("--cfg=network/crosstraffic:") + (network.crosstraffic ? "1" : "0"),
+      // Each rank actor's stack, in KiB (SimGrid's default is 8 MiB): the rank code needs between 16 and 32 KiB
+      // (every baseline run passes at 32 KiB and overflows into the guard page at 16), and 4096 stacks 512 KiB apart
+      // instead of 8 MiB apart share page-table pages (Ok-Topk at P = 4096: 1.16x, docs/benchmarks.md).
+      "--cfg=contexts/stack-size:512",
       "--log=root.thresh:warning",
       "--log=xbt_cfg.thresh:warning",
   };
