@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 namespace sparsim {
 
@@ -10,5 +11,12 @@ namespace sparsim {
 // megabytes filled right after this costs a fraction of its faults. Does nothing where the call is not available
 // (the pages then fault in as they are written).
 void fault_in(void* data, std::size_t bytes);
+
+// Reserves room for `count` elements in v and faults in its pages at once: for a fresh vector about to be filled.
+template <class T> void reserve_faulted_in(std::vector<T>& v, std::size_t count)
+{
+  v.reserve(count);
+  fault_in(v.data(), count * sizeof(T));
+}
 
 } // namespace sparsim

@@ -92,8 +92,7 @@ CandidatePlan::CandidatePlan(std::span<const float> mean, std::span<const float>
   const std::size_t blocks = (mean.size() + kBlock - 1) / kBlock;
   // The plan's arrays are fresh every iteration, hundreds of megabytes at n = 2^24: their pages are faulted in at once.
   std::vector<std::uint16_t> bucket_of;
-  bucket_of.reserve(mean.size());
-  fault_in(bucket_of.data(), mean.size() * sizeof(std::uint16_t));
+  reserve_faulted_in(bucket_of, mean.size());
   bucket_of.resize(mean.size());
   std::vector<std::size_t> places(blocks * kBuckets, 0); // [block][bucket]: counts, then first positions
   parallel_blocks(mean.size(), kBlock, threads, [&](std::size_t begin, std::size_t end) {
@@ -130,8 +129,7 @@ CandidatePlan::CandidatePlan(std::span<const float> mean, std::span<const float>
     }
   }
   bucket_begin_[kBuckets] = position;
-  entries_.reserve(position);
-  fault_in(entries_.data(), position * sizeof(Entry));
+  reserve_faulted_in(entries_, position);
   entries_.resize(position);
   parallel_blocks(mean.size(), kBlock, threads, [&](std::size_t begin, std::size_t end) {
     std::size_t* next = places.data() + begin / kBlock * kBuckets;

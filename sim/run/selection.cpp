@@ -207,10 +207,8 @@ SparseVector LocalSelector::select_from(std::span<const float> acc, const std::v
   const bool exact = config_.policy != SelectionPolicy::gaussian && !reuse_threshold(iteration).has_value();
   SparseVector fresh;
   if (indices && exact) {
-    fresh.indices.reserve(acc.size());
-    fresh.values.reserve(acc.size());
-    fault_in(fresh.indices.data(), acc.size() * sizeof(Index));
-    fault_in(fresh.values.data(), acc.size() * sizeof(float));
+    reserve_faulted_in(fresh.indices, acc.size());
+    reserve_faulted_in(fresh.values, acc.size());
   }
   const bool copy_out = buffer && !(indices && exact);
   SparseVector& out = copy_out ? *buffer : fresh;
@@ -218,10 +216,8 @@ SparseVector LocalSelector::select_from(std::span<const float> acc, const std::v
     SparseVector selection;
     if (copy_out) {
       // The selection lives through the iteration beside the other ranks': its pages are fresh, faulted in at once.
-      selection.indices.reserve(out.size());
-      selection.values.reserve(out.size());
-      fault_in(selection.indices.data(), out.size() * sizeof(Index));
-      fault_in(selection.values.data(), out.size() * sizeof(float));
+      reserve_faulted_in(selection.indices, out.size());
+      reserve_faulted_in(selection.values, out.size());
       selection.indices.assign(out.indices.begin(), out.indices.end());
       selection.values.assign(out.values.begin(), out.values.end());
     } else {
