@@ -171,7 +171,7 @@ PatternTimes run_both(const Topology& topology, int P, const std::vector<Pattern
   const std::vector<std::size_t> rank_nodes = first_nodes(static_cast<std::size_t>(P));
 
   PatternTimes times;
-  SemaphoreParking parking(P);
+  ActorParking parking(P);
   LinkLevelTransport link_level(P, parking, link_slot_specs(graph),
                                 link_route(topology, rank_nodes, graph.edge_count()));
   times.link_level = run_pattern(link_level, link_level_hosts, messages);
@@ -335,7 +335,7 @@ struct LinkLevelOnAStar {
   std::unique_ptr<Topology> topology;
   NetworkGraph graph;
   std::vector<simgrid::s4u::Host*> hosts;
-  SemaphoreParking parking;
+  ActorParking parking;
   LinkLevelTransport transport;
 };
 
@@ -384,6 +384,41 @@ TEST(LinkLevelTransport, SleepsAndBarriersKeepTime)
   EXPECT_EQ(finished, 3);
   for (Seconds t : left)
     EXPECT_DOUBLE_EQ(t, 1.5);
+}
+
+// ActorParking never loses a wake, whichever way the unpark and the park meet: the rank already suspended,
+// the rank asking to be suspended in the same round of SimGrid's kernel but after the unpark (the kernel timer's
+// case), and the unpark before the park (the park returns at once).
+TEST(ActorParking, WakesARankWhetherItParkedBeforeDuringOrAfterTheUnpark)
+{
+  start_engine(NetworkOptions{});
+  const std::vector<simgrid::s4u::Host*> hosts(6, build_single_host_platform("parking"));
+  ActorParking parking(6);
+  std::vector<double> woke(6, -1);
+  const int finished = run_rank_actors(hosts, [&](RankId rank) {
+    switch (rank) {
+    case 0: // unparks rank 1 once it has been suspended for a while
+      simgrid::s4u::this_actor::sleep_for(1);
+      parking.unpark({1});
+      break;
+    case 2: // runs before rank 3 in the first round: its unpark is handled before rank 3's suspension
+      parking.unpark({3});
+      break;
+    case 4: // unparks rank 5 before rank 5 parks
+      parking.unpark({5});
+      break;
+    case 5:
+      simgrid::s4u::this_actor::sleep_for(2);
+      [[fallthrough]];
+    default: // ranks 1, 3 and 5 park
+      parking.park(rank);
+      woke[rank] = simgrid::s4u::Engine::get_clock();
+    }
+  });
+  EXPECT_EQ(finished, 6);
+  EXPECT_DOUBLE_EQ(woke[1], 1);
+  EXPECT_DOUBLE_EQ(woke[3], 0);
+  EXPECT_DOUBLE_EQ(woke[5], 2);
 }
 
 // The same deadlock under SimGrid's flows: SimGrid kills the blocked rank, and that is not counted as the

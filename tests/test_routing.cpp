@@ -105,7 +105,7 @@ double link_level_makespan(const Topology& topology, const std::vector<simgrid::
 {
   const int P = static_cast<int>(hosts.size());
   const NetworkGraph graph = topology.graph();
-  SemaphoreParking parking(P);
+  ActorParking parking(P);
   LinkLevelTransport transport(P, parking, link_slot_specs(graph),
                                link_route(topology, first_nodes(static_cast<std::size_t>(P)), graph.edge_count(), 1));
   const auto arrivals = run_pattern(transport, hosts, messages);

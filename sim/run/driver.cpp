@@ -20,7 +20,7 @@ namespace {
 // The network model that moves the run's messages, and the hosts its rank actors run on.
 struct NetworkSetup {
   std::vector<simgrid::s4u::Host*> rank_hosts;
-  std::unique_ptr<SemaphoreParking> parking; // the link-level model's
+  std::unique_ptr<ActorParking> parking; // the link-level model's
   std::unique_ptr<Transport> transport;
   const LinkLevelTransport* link_level = nullptr; // the same transport, when it is the link-level model's
 };
@@ -41,7 +41,7 @@ NetworkSetup set_up_network(const ExperimentConfig& config, const NetworkGraph& 
   static int platforms = 0; // one engine per process: every platform needs a new name
   simgrid::s4u::Host* host = build_single_host_platform(fmt::format("link_level{}", platforms++));
   setup.rank_hosts.assign(static_cast<std::size_t>(config.ranks), host);
-  setup.parking = std::make_unique<SemaphoreParking>(config.ranks);
+  setup.parking = std::make_unique<ActorParking>(config.ranks);
   auto transport =
       std::make_unique<LinkLevelTransport>(config.ranks, *setup.parking, link_slot_specs(graph),
                                            link_route(*config.topology, rank_nodes, graph.edge_count(), config.seed));
