@@ -208,56 +208,58 @@ void LinkSharingModel::DepartureQueue::set(std::uint32_t link, Seconds time)
   if (time == kNever) {
     if (slot == kAbsent)
       return;
-    const std::uint32_t last = heap_.back();
+    const Entry last = heap_.back();
     heap_.pop_back();
     position_[link] = kAbsent;
-    time_[link] = kNever;
-    if (last != link) {
-      place(slot, last);
-      sift_up(slot);
-      sift_down(position_[last]);
+    if (last.link != link) {
+      // The last entry fills the hole, moving up or down from it.
+      if (slot > 0 && last < heap_[(slot - 1) / kArity])
+        sift_up(slot, last);
+      else
+        sift_down(slot, last);
     }
     return;
   }
-  time_[link] = time;
+  const Entry entry{.time = time, .link = link};
   if (slot == kAbsent) {
-    heap_.push_back(link);
-    position_[link] = static_cast<std::uint32_t>(heap_.size() - 1);
-    sift_up(heap_.size() - 1);
+    heap_.push_back(entry);
+    sift_up(heap_.size() - 1, entry);
+  } else if (slot > 0 && entry < heap_[(slot - 1) / kArity]) {
+    sift_up(slot, entry);
   } else {
-    sift_up(slot);
-    sift_down(position_[link]);
+    sift_down(slot, entry);
   }
 }
 
-void LinkSharingModel::DepartureQueue::sift_up(std::size_t slot)
+void LinkSharingModel::DepartureQueue::sift_up(std::size_t slot, Entry entry)
 {
-  const std::uint32_t link = heap_[slot];
   while (slot > 0) {
-    const std::size_t parent = (slot - 1) / 2;
-    if (!before(link, heap_[parent]))
+    const std::size_t parent = (slot - 1) / kArity;
+    if (!(entry < heap_[parent]))
       break;
     place(slot, heap_[parent]);
     slot = parent;
   }
-  place(slot, link);
+  place(slot, entry);
 }
 
-void LinkSharingModel::DepartureQueue::sift_down(std::size_t slot)
+void LinkSharingModel::DepartureQueue::sift_down(std::size_t slot, Entry entry)
 {
-  const std::uint32_t link = heap_[slot];
   for (;;) {
-    std::size_t child = 2 * slot + 1;
-    if (child >= heap_.size())
+    const std::size_t first = kArity * slot + 1;
+    if (first >= heap_.size())
       break;
-    if (child + 1 < heap_.size() && before(heap_[child + 1], heap_[child]))
-      ++child;
-    if (!before(heap_[child], link))
+    const std::size_t last = std::min(first + kArity, heap_.size());
+    std::size_t child = first;
+    for (std::size_t c = first + 1; c < last; ++c)
+      if (heap_[c] < heap_[child])
+        child = c;
+    if (!(heap_[child] < entry))
       break;
     place(slot, heap_[child]);
     slot = child;
   }
-  place(slot, link);
+  place(slot, entry);
 }
 
 } // namespace sparsim

@@ -118,34 +118,39 @@ private:
     }
   };
   // The next departure of every link that carries flows, one entry per link, kept in place when a link's
-  // next departure moves (an indexed binary min-heap by (time, link)).
+  // next departure moves: an indexed 4-ary min-heap by (time, link) whose entries hold their keys, so a sift
+  // reads one cache line per level (the (time, link) keys are unique, so the order of the tops is that of any
+  // heap).
   class DepartureQueue {
   public:
     explicit DepartureQueue(std::size_t links)
-        : time_(links, kNever)
-        , position_(links, kAbsent)
+        : position_(links, kAbsent)
     {
     }
     bool empty() const { return heap_.empty(); }
-    std::uint32_t top() const { return heap_.front(); }
-    Seconds top_time() const { return heap_.empty() ? kNever : time_[heap_.front()]; }
+    std::uint32_t top() const { return heap_.front().link; }
+    Seconds top_time() const { return heap_.empty() ? kNever : heap_.front().time; }
     // Sets the link's next departure (kNever: none).
     void set(std::uint32_t link, Seconds time);
 
   private:
     static constexpr std::uint32_t kAbsent = std::numeric_limits<std::uint32_t>::max();
-    bool before(std::uint32_t a, std::uint32_t b) const { return time_[a] != time_[b] ? time_[a] < time_[b] : a < b; }
-    void place(std::size_t slot, std::uint32_t link)
+    static constexpr std::size_t kArity = 4;
+    struct Entry {
+      Seconds time;
+      std::uint32_t link;
+      bool operator<(const Entry& other) const { return time != other.time ? time < other.time : link < other.link; }
+    };
+    void place(std::size_t slot, const Entry& entry)
     {
-      heap_[slot] = link;
-      position_[link] = static_cast<std::uint32_t>(slot);
+      heap_[slot] = entry;
+      position_[entry.link] = static_cast<std::uint32_t>(slot);
     }
-    void sift_up(std::size_t slot);
-    void sift_down(std::size_t slot);
+    void sift_up(std::size_t slot, Entry entry);
+    void sift_down(std::size_t slot, Entry entry);
 
-    std::vector<Seconds> time_;           // [link]
     std::vector<std::uint32_t> position_; // [link]: its slot in heap_, or kAbsent
-    std::vector<std::uint32_t> heap_;
+    std::vector<Entry> heap_;
   };
 
   void advance_link(Link& link, Seconds now);
