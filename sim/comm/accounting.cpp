@@ -13,17 +13,19 @@ PhaseId PhaseNames::intern(std::string_view name)
 
 PhaseStats& TrafficStats::of(RankId rank, PhaseId phase)
 {
-  auto& per_phase = stats_[rank];
-  if (per_phase.size() <= phase)
-    per_phase.resize(phase + 1);
-  return per_phase[phase];
+  if (stats_.size() <= phase)
+    stats_.resize(phase + 1, std::vector<PhaseStats>(ranks_)); // earlier phases' counters stay where they are
+  return stats_[phase][rank];
 }
 
 std::vector<PhaseStats> TrafficStats::take(RankId rank, std::size_t phases)
 {
-  std::vector<PhaseStats> taken = std::move(stats_[rank]);
-  stats_[rank].clear();
-  taken.resize(phases);
+  std::vector<PhaseStats> taken(phases);
+  for (std::size_t phase = 0; phase < stats_.size(); ++phase) {
+    if (phase < phases)
+      taken[phase] = stats_[phase][rank];
+    stats_[phase][rank] = PhaseStats{};
+  }
   return taken;
 }
 

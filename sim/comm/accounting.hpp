@@ -33,11 +33,12 @@ private:
   std::vector<std::string> names_{"other"};
 };
 
-// Per rank, the counters of each phase since the rank last took them.
+// Per rank, the counters of each phase since the rank last took them. Stored by phase, then rank: the ranks of a
+// collective step count their messages one after the other, so neighbouring ranks' counters share cache lines.
 class TrafficStats {
 public:
   explicit TrafficStats(int ranks)
-      : stats_(static_cast<std::size_t>(ranks))
+      : ranks_(static_cast<std::size_t>(ranks))
   {
   }
 
@@ -46,7 +47,8 @@ public:
   std::vector<PhaseStats> take(RankId rank, std::size_t phases);
 
 private:
-  std::vector<std::vector<PhaseStats>> stats_; // [rank][phase]
+  std::size_t ranks_;
+  std::vector<std::vector<PhaseStats>> stats_; // [phase][rank]
 };
 
 } // namespace sparsim
