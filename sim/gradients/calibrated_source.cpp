@@ -3,8 +3,10 @@
 #include "sim/base/data_files.hpp"
 #include "sim/base/parallel.hpp"
 #include "sim/gradients/random_streams.hpp"
+#include "sim/gradients/vector_math.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fmt/format.h>
 #include <fstream>
@@ -32,13 +34,18 @@ constexpr double kLogMagnitudeCap = 4.0;
 // i / 2; `first` is even).
 void fill_normals(std::uint64_t base, std::size_t first, std::span<float> out)
 {
-  const std::size_t n = out.size();
-  double a = 0, b = 0;
-  for (std::size_t pair = 0; 2 * pair < n; ++pair) {
-    normal_pair(stream_bits(base, first / 2 + pair), a, b);
-    out[2 * pair] = static_cast<float>(a);
-    if (2 * pair + 1 < n)
-      out[2 * pair + 1] = static_cast<float>(b);
+  constexpr std::size_t kBlockPairs = 256;
+  std::array<double, kBlockPairs> a, b;
+  const std::size_t pairs = (out.size() + 1) / 2;
+  for (std::size_t begin = 0; begin < pairs; begin += kBlockPairs) {
+    const std::size_t count = std::min(kBlockPairs, pairs - begin);
+    normal_pairs(base, first / 2 + begin, std::span(a).first(count), std::span(b).first(count));
+    for (std::size_t pair = 0; pair < count; ++pair) {
+      const std::size_t entry = 2 * (begin + pair);
+      out[entry] = static_cast<float>(a[pair]);
+      if (entry + 1 < out.size())
+        out[entry + 1] = static_cast<float>(b[pair]);
+    }
   }
 }
 
@@ -338,14 +345,22 @@ void CalibratedSource::generate(RankId rank, int iteration, std::span<float> out
         fmt::format("calibrated source: gradient of {} entries asked, n is {}", out.size(), n_));
   const auto part = shared_part(iteration);
   // Per-rank noise: a normal times a fresh log-normal factor (a normal variance mixture), one Box-Muller pair
-  // per entry; exp(tau B - tau^2) has mean square 1.
+  // (A, B) per entry; exp(tau B - tau^2) has mean square 1. In blocks, so that normal_pairs and vector_math
+  // compute the transcendental functions of a whole block at once.
   const std::uint64_t base =
       mix_coordinates(seed_ ^ kSaltNoise, static_cast<std::uint64_t>(rank), static_cast<std::uint64_t>(iteration), 0);
   const double tau = params_.noise_tail;
-  for (std::size_t i = 0; i < n_; ++i) {
-    double a = 0, b = 0;
-    normal_pair(stream_bits(base, i), a, b);
-    out[i] = part->mean[i] + part->noise[i] * static_cast<float>(a * std::exp(tau * b - tau * tau));
+  constexpr std::size_t kBlock = 256;
+  std::array<double, kBlock> a, factor;
+  for (std::size_t begin = 0; begin < n_; begin += kBlock) {
+    const std::size_t count = std::min(kBlock, n_ - begin);
+    const std::span<double> factor_block = std::span(factor).first(count);
+    normal_pairs(base, begin, std::span(a).first(count), factor_block); // A, and B into factor
+    for (double& b : factor_block)
+      b = tau * b - tau * tau;
+    vector_math::exp(factor_block, factor_block);
+    for (std::size_t j = 0; j < count; ++j)
+      out[begin + j] = part->mean[begin + j] + part->noise[begin + j] * static_cast<float>(a[j] * factor[j]);
   }
 
   // Row-sparse embeddings: rows whose token is not in this rank's batch get no gradient.

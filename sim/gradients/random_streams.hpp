@@ -2,11 +2,14 @@
 // that starts at `base` (a mix_coordinates value), and the uniforms and normals made from them.
 #pragma once
 
+#include "sim/gradients/vector_math.hpp"
+
 #include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <numbers>
+#include <span>
 
 namespace sparsim {
 
@@ -28,16 +31,28 @@ inline double uniform01(std::uint64_t bits) { return static_cast<double>(bits >>
 // A uniform in (0, 1] from the top 53 bits (safe to take the logarithm of).
 inline double uniform_open_closed(std::uint64_t bits) { return static_cast<double>((bits >> 11) + 1) * 0x1.0p-53; }
 
+// Box-Muller's two uniforms from 64 random bits: u1 in (0, 1) from the top 32 (never 0: safe to take the
+// logarithm of), u2 in [0, 1) from the bottom 32. The normals are sqrt(-2 log u1) (cos, sin)(2 pi u2).
+inline double box_muller_u1(std::uint64_t bits) { return (static_cast<double>(bits >> 32) + 0.5) * 0x1.0p-32; }
+inline double box_muller_u2(std::uint64_t bits) { return static_cast<double>(bits & 0xFFFFFFFFull) * 0x1.0p-32; }
+
 // Two independent standard normals from 64 random bits (Box-Muller on two 32-bit uniforms; |z| < 6.8).
 inline void normal_pair(std::uint64_t bits, double& first, double& second)
 {
-  const double u1 = (static_cast<double>(bits >> 32) + 0.5) * 0x1.0p-32;
-  const double u2 = static_cast<double>(bits & 0xFFFFFFFFull) * 0x1.0p-32;
+  const double u1 = box_muller_u1(bits);
+  const double u2 = box_muller_u2(bits);
   const double radius = std::sqrt(-2.0 * std::log(u1));
   const double angle = 2.0 * std::numbers::pi * u2;
   first = radius * std::cos(angle);
   second = radius * std::sin(angle);
 }
+
+// The pairs of normal_pair for counters first_counter + j of the stream `base` into first[j] and second[j] (equal
+// sizes), with the logarithm, sine and cosine of whole blocks through vector_math (SLEEF: the same bits for
+// every instruction set; within 1 ULP of the C library's functions, so the floats made from them nearly always
+// equal normal_pair's). For long runs of pairs.
+void normal_pairs(std::uint64_t base, std::uint64_t first_counter, std::span<double> first, std::span<double> second,
+                  vector_math::InstructionSet set = vector_math::widest_available());
 
 // Standard exponential variates from a counter-based stream by the ziggurat method (Marsaglia and Tsang,
 // "The Ziggurat Method for Generating Random Variables", 2000): 256 layers of equal area under exp(-x); about
