@@ -322,16 +322,27 @@ std::shared_ptr<const CalibratedSource::SharedPart> CalibratedSource::compute_sh
       const double layer_scale = iteration_scale * layer.scale;
       // The output layer's entries are not heavy-tailed: every class's error meets every feature.
       const double layer_sigma = layer.output ? 0.0 : sigma;
-      for (std::uint64_t i = first; i < last; ++i) {
-        const std::uint64_t e = i - layer.begin;
-        float& w = magnitude[i - begin];
-        float& m = shared[i - begin];
-        const double log_magnitude = std::clamp(static_cast<double>(w), -kLogMagnitudeCap, kLogMagnitudeCap);
-        double amplitude = layer_scale * std::exp(layer_sigma * log_magnitude - layer_sigma * layer_sigma);
-        if (layer.rows > 0)
-          amplitude *= row_factor_[l][e * layer.rows / layer.size];
-        m = static_cast<float>(amplitude * shared_weight * m);
-        w = static_cast<float>(amplitude * noise_weight);
+      // In chunks, so that vector_math takes the exponentials of a whole chunk at once.
+      constexpr std::uint64_t kChunk = 256;
+      std::array<double, kChunk> factor;
+      for (std::uint64_t chunk = first; chunk < last; chunk += kChunk) {
+        const std::uint64_t count = std::min(kChunk, last - chunk);
+        const std::span<double> factors = std::span(factor).first(count);
+        for (std::uint64_t j = 0; j < count; ++j) {
+          const double w = magnitude[chunk + j - begin];
+          factors[j] = layer_sigma * std::clamp(w, -kLogMagnitudeCap, kLogMagnitudeCap) - layer_sigma * layer_sigma;
+        }
+        vector_math::exp(factors, factors);
+        for (std::uint64_t j = 0; j < count; ++j) {
+          const std::uint64_t i = chunk + j;
+          float& w = magnitude[i - begin];
+          float& m = shared[i - begin];
+          double amplitude = layer_scale * factors[j];
+          if (layer.rows > 0)
+            amplitude *= row_factor_[l][(i - layer.begin) * layer.rows / layer.size];
+          m = static_cast<float>(amplitude * shared_weight * m);
+          w = static_cast<float>(amplitude * noise_weight);
+        }
       }
     }
   });

@@ -15,9 +15,12 @@ constexpr std::size_t kMaxWidth = 8;
 std::size_t width(InstructionSet set)
 {
   switch (set) {
-  case InstructionSet::sse2: return 2;
-  case InstructionSet::avx: return 4;
-  case InstructionSet::avx512: return 8;
+  case InstructionSet::sse2:
+    return 2;
+  case InstructionSet::avx:
+    return 4;
+  case InstructionSet::avx512:
+    return 8;
   }
   return 2;
 }
@@ -25,9 +28,12 @@ std::size_t width(InstructionSet set)
 bool supported(InstructionSet set)
 {
   switch (set) {
-  case InstructionSet::sse2: return true;
-  case InstructionSet::avx: return __builtin_cpu_supports("avx");
-  case InstructionSet::avx512: return __builtin_cpu_supports("avx512f");
+  case InstructionSet::sse2:
+    return true;
+  case InstructionSet::avx:
+    return __builtin_cpu_supports("avx");
+  case InstructionSet::avx512:
+    return __builtin_cpu_supports("avx512f");
   }
   return false;
 }
@@ -87,9 +93,12 @@ std::vector<InstructionSet> available()
 std::string_view name(InstructionSet set)
 {
   switch (set) {
-  case InstructionSet::sse2: return "SSE2";
-  case InstructionSet::avx: return "AVX";
-  case InstructionSet::avx512: return "AVX-512";
+  case InstructionSet::sse2:
+    return "SSE2";
+  case InstructionSet::avx:
+    return "AVX";
+  case InstructionSet::avx512:
+    return "AVX-512";
   }
   return "?";
 }
@@ -114,8 +123,8 @@ void sincospi(std::span<const double> x, std::span<double> sin_out, std::span<do
 {
   check_sizes(x.size(), sin_out.size(), "sincospi");
   check_sizes(x.size(), cos_out.size(), "sincospi");
-  constexpr void (*kernels[])(const double*, double*, double*, std::size_t) = {
-      kernels::sincospi_sse2, kernels::sincospi_avx, kernels::sincospi_avx512};
+  constexpr void (*kernels[])(const double*, double*, double*,
+                              std::size_t) = {kernels::sincospi_sse2, kernels::sincospi_avx, kernels::sincospi_avx512};
   run(set, kernels[static_cast<int>(set)], x, std::array{sin_out.data(), cos_out.data()});
 }
 

@@ -26,22 +26,19 @@ namespace sparsim::vector_math::kernels {
 // One loop per function for an instruction set described by `Set`: its width, load and store, and SLEEF's
 // functions. Each kernel file instantiates these with its own `Set` type (in an anonymous namespace), so the
 // instantiations are distinct functions compiled for that file's instruction set.
-template <class Set>
-void log_loop(const double* x, double* out, std::size_t count)
+template <class Set> void log_loop(const double* x, double* out, std::size_t count)
 {
   for (std::size_t i = 0; i < count; i += Set::width)
     Set::store(out + i, Set::log(Set::load(x + i)));
 }
 
-template <class Set>
-void exp_loop(const double* x, double* out, std::size_t count)
+template <class Set> void exp_loop(const double* x, double* out, std::size_t count)
 {
   for (std::size_t i = 0; i < count; i += Set::width)
     Set::store(out + i, Set::exp(Set::load(x + i)));
 }
 
-template <class Set>
-void sincospi_loop(const double* x, double* sin_out, double* cos_out, std::size_t count)
+template <class Set> void sincospi_loop(const double* x, double* sin_out, double* cos_out, std::size_t count)
 {
   for (std::size_t i = 0; i < count; i += Set::width) {
     const auto both = Set::sincospi(Set::load(x + i));

@@ -1,6 +1,7 @@
 #include "sim/run/wall_estimate.hpp"
 
 #include "sim/base/units.hpp"
+#include "sim/gradients/vector_math.hpp"
 #include "sim/run/rank_loop.hpp"
 
 #include <fmt/format.h>
@@ -48,13 +49,23 @@ Seconds seconds_per_message(int ranks, bool link_level, bool sparse_collective)
 constexpr Seconds kSecondsPerSelectedPair = 25e-9;
 
 // Host seconds per gradient entry and rank on one thread in the selection stage (generation, error feedback,
-// selection): the calibrated generator about 20 M entries per second; the closed-form sources about 1 ns per
-// entry, plus 2 ns when a dense residual is read and written.
+// selection): the calibrated generator's transcendental functions run through vector_math, so its rate follows
+// the widest instruction set (measured with the selection: 9 ns per entry with AVX-512; the generator alone
+// 17 ns with AVX and 31 ns with SSE2 only, docs/benchmarks.md); the closed-form sources about 1 ns per entry,
+// plus 2 ns when a dense residual is read and written.
 Seconds seconds_per_entry(const ExperimentConfig& config)
 {
   const std::string source = config.gradients->name();
-  if (source == "calibrated")
-    return 50e-9;
+  if (source == "calibrated") {
+    switch (vector_math::widest_available()) {
+    case vector_math::InstructionSet::avx512:
+      return 10e-9;
+    case vector_math::InstructionSet::avx:
+      return 20e-9;
+    case vector_math::InstructionSet::sse2:
+      return 35e-9;
+    }
+  }
   if (source == "fashion_mnist_mlp")
     return 100e-9; // a forward and backward pass over the rank's batch per parameter
   return config.selection.residual == ResidualKind::dense ? 3e-9 : 1e-9;
