@@ -178,6 +178,6 @@ TEST(NormalPairs, AgreeWithTheScalarBoxMullerToRounding)
     floats_differing += (static_cast<float>(first[i]) != static_cast<float>(a)) +
                         (static_cast<float>(second[i]) != static_cast<float>(b));
   }
-  EXPECT_LT(worst, 1e-14);  // absolute: the normals are below 6.8
+  EXPECT_LT(worst, 1e-14); // absolute: the normals are below 6.8
   EXPECT_LE(floats_differing, 4u);
 }
