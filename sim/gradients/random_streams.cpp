@@ -12,10 +12,6 @@ namespace {
 constexpr double kEdge = 7.69711747013104972;
 constexpr double kArea = 3.949659822581572e-3;
 
-} // namespace
-
-namespace {
-
 // normal_pairs over one block of at most kPairBlock pairs: the uniforms, their transcendental functions through
 // vector_math, then the radii and the products. Inlined into a portable and an AVX-512 loop over the blocks;
 // the arithmetic is exact integer work, exact conversions and correctly rounded square roots and products
