@@ -62,9 +62,7 @@ void normal_pairs(std::uint64_t base, std::uint64_t first_counter, std::span<dou
 {
   if (first.size() != second.size())
     throw std::invalid_argument("normal_pairs: the two outputs differ in size");
-  static const bool avx512_loops =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  if (set == vector_math::InstructionSet::avx512 && avx512_loops)
+  if (set == vector_math::InstructionSet::avx512 && vector_math::avx512_loops_supported())
     normal_pairs_avx512(base, first_counter, first, second);
   else
     normal_pairs_portable(base, first_counter, first, second, set);

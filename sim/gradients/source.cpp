@@ -3,6 +3,7 @@
 #include "sim/gradients/calibrated_source.hpp"
 #include "sim/gradients/replay_source.hpp"
 #include "sim/gradients/training_source.hpp"
+#include "sim/gradients/vector_math.hpp"
 
 #include <cmath>
 #include <stdexcept>
@@ -42,9 +43,7 @@ void fill_uniform_portable(std::uint64_t base, std::span<float> out)
 
 void fill_uniform(std::uint64_t base, std::span<float> out)
 {
-  static const bool avx512 =
-      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  if (avx512)
+  if (vector_math::avx512_loops_supported())
     fill_uniform_avx512(base, out);
   else
     fill_uniform_portable(base, out);

@@ -90,6 +90,13 @@ std::vector<InstructionSet> available()
   return sets;
 }
 
+bool avx512_loops_supported()
+{
+  static const bool supported =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return supported;
+}
+
 std::string_view name(InstructionSet set)
 {
   switch (set) {

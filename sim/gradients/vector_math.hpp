@@ -20,6 +20,9 @@ InstructionSet widest_available();
 // Every instruction set this CPU supports, narrowest first.
 std::vector<InstructionSet> available();
 std::string_view name(InstructionSet set);
+// Whether this CPU has AVX-512F with DQ and VL: what the project's own AVX-512 loops (functions compiled with
+// `gnu::target("avx512f,avx512dq,avx512vl")`) need. Checked once.
+bool avx512_loops_supported();
 
 // out[i] = log(x[i]) and out[i] = exp(x[i]); out may be x. Any length; the spans have equal sizes.
 void log(std::span<const double> x, std::span<double> out, InstructionSet set = widest_available());
