@@ -1,4 +1,4 @@
-// Unit parsing, the JSON reader's error reporting, and faulting in a buffer's pages.
+// Unit parsing, the JSON reader's error reporting, and faulting in a buffer's pages (and its huge pages).
 #include "sim/base/json_reader.hpp"
 #include "sim/base/page_faults.hpp"
 #include "sim/base/units.hpp"
@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <fstream>
 #include <numeric>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include <sys/mman.h>
@@ -141,4 +144,77 @@ TEST(PageFaults, FaultingInMakesTheWholePagesResidentAndKeepsContents)
   for (std::size_t i = 0; i < data.size(); ++i)
     ASSERT_EQ(data[i], 7u + i);
   munmap(base, pages * page);
+}
+
+namespace {
+
+// The flags (VmFlags of /proc/self/smaps, e.g. "rd wr mr mw me ac hg") and bounds of the mapping holding `address`.
+struct Mapping {
+  std::uintptr_t begin = 0, end = 0;
+  std::string flags;
+};
+
+Mapping mapping_holding(const void* address)
+{
+  const auto a = reinterpret_cast<std::uintptr_t>(address);
+  std::ifstream smaps("/proc/self/smaps");
+  Mapping current;
+  bool holding = false;
+  for (std::string line; std::getline(smaps, line);) {
+    const auto dash = line.find('-');
+    const auto space = line.find(' ');
+    if (dash != std::string::npos && space != std::string::npos && dash < space && line.find(':') > space) {
+      current.begin = std::stoull(line.substr(0, dash), nullptr, 16);
+      current.end = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+      holding = current.begin <= a && a < current.end;
+    } else if (holding && line.starts_with("VmFlags:")) {
+      current.flags = line.substr(8) + " ";
+      return current;
+    }
+  }
+  return {};
+}
+
+bool advised_huge(const Mapping& m) { return m.flags.find(" hg ") != std::string::npos; }
+
+} // namespace
+
+TEST(PageFaults, TheTwoMegabyteBlocksInsideALargeBufferAreAdvisedToBeHugePages)
+{
+  constexpr std::size_t kHuge = std::size_t{2} << 20;
+  const std::size_t bytes = 8 * kHuge;
+  auto* base = static_cast<unsigned char*>(
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(base, MAP_FAILED);
+  if (madvise(base, sysconf(_SC_PAGESIZE), MADV_HUGEPAGE) != 0 ||
+      madvise(base, sysconf(_SC_PAGESIZE), MADV_NOHUGEPAGE) != 0) {
+    munmap(base, bytes);
+    GTEST_SKIP() << "this kernel has no transparent huge pages: fault_in uses 4 KiB pages";
+  }
+  const auto at = [&](std::size_t offset) { return reinterpret_cast<std::uintptr_t>(base) + offset; };
+  // A buffer from 1000 bytes past the mapping's start to 1000 bytes before its end: the whole 2 MiB blocks inside
+  // it (6 or 7 of the 8) are advised, the pages before and after them are not.
+  fault_in(base + 1000, bytes - 2000);
+  const std::uintptr_t first_block = (at(1000) + kHuge - 1) / kHuge * kHuge;
+  const std::uintptr_t last_block_end = at(bytes - 1000) / kHuge * kHuge;
+  const Mapping inside = mapping_holding(reinterpret_cast<void*>(first_block));
+  EXPECT_TRUE(advised_huge(inside)) << inside.flags;
+  EXPECT_EQ(inside.begin, first_block);
+  EXPECT_EQ(inside.end, last_block_end);
+  if (first_block > at(0)) {
+    EXPECT_FALSE(advised_huge(mapping_holding(base)));
+  }
+  if (last_block_end < at(bytes)) {
+    EXPECT_FALSE(advised_huge(mapping_holding(base + bytes - 1)));
+  }
+  munmap(base, bytes);
+
+  // A buffer with a single whole 2 MiB block inside is left to 4 KiB pages (not worth splitting its mapping).
+  auto* small = static_cast<unsigned char*>(
+      mmap(nullptr, 3 * kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(small, MAP_FAILED);
+  const std::uintptr_t small_block = (reinterpret_cast<std::uintptr_t>(small) + kHuge - 1) / kHuge * kHuge;
+  fault_in(small, small_block + kHuge + 4096 - reinterpret_cast<std::uintptr_t>(small));
+  EXPECT_FALSE(advised_huge(mapping_holding(reinterpret_cast<void*>(small_block))));
+  munmap(small, 3 * kHuge);
 }
