@@ -183,8 +183,8 @@ TEST(PageFaults, TheTwoMegabyteBlocksInsideALargeBufferAreAdvisedToBeHugePages)
 {
   constexpr std::size_t kHuge = std::size_t{2} << 20;
   const std::size_t bytes = 8 * kHuge;
-  auto* base = static_cast<unsigned char*>(
-      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  auto* base =
+      static_cast<unsigned char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(base, MAP_FAILED);
   if (madvise(base, sysconf(_SC_PAGESIZE), MADV_HUGEPAGE) != 0 ||
       madvise(base, sysconf(_SC_PAGESIZE), MADV_NOHUGEPAGE) != 0) {
@@ -210,8 +210,8 @@ TEST(PageFaults, TheTwoMegabyteBlocksInsideALargeBufferAreAdvisedToBeHugePages)
   munmap(base, bytes);
 
   // A buffer with a single whole 2 MiB block inside is left to 4 KiB pages (not worth splitting its mapping).
-  auto* small = static_cast<unsigned char*>(
-      mmap(nullptr, 3 * kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  auto* small =
+      static_cast<unsigned char*>(mmap(nullptr, 3 * kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(small, MAP_FAILED);
   const std::uintptr_t small_block = (reinterpret_cast<std::uintptr_t>(small) + kHuge - 1) / kHuge * kHuge;
   fault_in(small, small_block + kHuge + 4096 - reinterpret_cast<std::uintptr_t>(small));
