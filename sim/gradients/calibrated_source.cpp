@@ -3,6 +3,7 @@
 #include "sim/base/data_files.hpp"
 #include "sim/base/page_faults.hpp"
 #include "sim/base/parallel.hpp"
+#include "sim/gradients/mean_field.hpp"
 #include "sim/gradients/random_streams.hpp"
 #include "sim/gradients/vector_math.hpp"
 
@@ -26,6 +27,7 @@ constexpr std::uint64_t kSaltNoise = 0x6e6f6973657a7269ull;      // z_r,i
 constexpr std::uint64_t kSaltIteration = 0x6974657261746963ull;  // c(t)
 constexpr std::uint64_t kSaltRows = 0x726f77736163746full;       // row activity
 constexpr std::uint64_t kSaltCandidates = 0x63616e6469646174ull; // the candidates generation's per-rank draws
+constexpr std::uint64_t kSaltResidual = 0x7265736964756c73ull;   // the mean-field residual's per-rank draws
 constexpr std::uint64_t kAllRanks = ~0ull;                       // the "rank" coordinate of shared draws
 // The normal behind the log-normal magnitude w_i is clamped to +-4: without a cap, the one largest entry among
 // millions (a 5-6 sigma draw, persistent for hot_set_drift iterations) decides the sample kurtosis alone.
@@ -454,6 +456,23 @@ void CalibratedSource::candidates(std::span<const RankId> ranks, int iteration, 
   entry.plan->sample(
       streams, row_sparse_ranges_, [&](std::size_t slot, Index i) { return row_present(ranks[slot], iteration, i); },
       out);
+}
+
+bool CalibratedSource::fresh_model(int iteration, int threads, FreshGradientModel& out) const
+{
+  if (!magnitude_)
+    return false;
+  const auto part = shared_part(iteration, threads);
+  out.owner = part;
+  out.iteration = iteration;
+  out.mean = part->mean;
+  out.noise = part->noise;
+  out.magnitude = &*magnitude_;
+  out.row_sparse = row_sparse_ranges_;
+  out.presence = [this](Index i) { return row_presence(i); };
+  out.present = [this, iteration](RankId rank, Index i) { return row_present(rank, iteration, i); };
+  out.streams = seed_ ^ kSaltResidual;
+  return true;
 }
 
 double CalibratedSource::candidate_floor(int iteration, double expected, int threads) const

@@ -123,6 +123,8 @@ public:
       candidate_plan(iteration, floor, threads);
   }
 
+  bool fresh_model(int iteration, int threads, FreshGradientModel& out) const override;
+
   const std::vector<FlatLayer>& layers() const { return layers_; }
   const CalibratedParams& params() const { return params_; }
 

@@ -34,12 +34,26 @@ public:
   double log_survival(double x) const;
   // P(X > a) for the signed noise (X is symmetric): exp(-L(a)) / 2 for a >= 0, 1 - exp(-L(-a)) / 2 below.
   double upper_tail(double a) const;
+  // The signed noise's partial moments above a: P(X > a), E[X; X > a] and E[X^2; X > a], under the tabulated
+  // distribution (the mean-field residual's moment matching, sim/gradients/mean_field.hpp).
+  struct Partial {
+    double probability = 0, first = 0, second = 0;
+  };
+  Partial above(double a) const;
+  // E[X^2] under the tabulated distribution (1 up to the table's resolution).
+  double second_moment() const { return tail_second_.front(); }
+  // X beyond a on the upper side, X > a, from two uniforms in [0, 1): exact under the tabulated distribution.
+  double draw_above(double a, double u_side, double u_magnitude) const;
 
   // -log P(|X| > x) for the mixture itself, by quadrature over B (the reference the table is built from).
   static double mixture_log_survival(double tau, double x);
 
 private:
   std::vector<double> inverse_; // L^-1 at y = j / kStepsPerUnit
+  // E[|X|; Y > y] and E[X^2; Y > y] at the grid's y (|X| = L^-1(Y), Y ~ Exp(1)): the integrals of L^-1(y') e^-y'
+  // and L^-1(y')^2 e^-y' from y to kMaxY, by the trapezoid rule from the top.
+  std::vector<double> tail_first_, tail_second_;
+  double tail_at(const std::vector<double>& table, double y) const;
 };
 
 } // namespace sparsim

@@ -20,6 +20,8 @@
 
 namespace sparsim {
 
+struct FreshGradientModel;
+
 class GradientSource {
 public:
   virtual ~GradientSource() = default;
@@ -57,6 +59,9 @@ public:
   // The floor above which a rank's gradient of `iteration` has `expected` entries on average (0 when even
   // every nonzero entry is fewer).
   virtual double candidate_floor(int /*iteration*/, double /*expected*/, int /*threads*/ = 1) const;
+  // The candidates generation's model of the iteration's fresh gradient, for the mean-field residual
+  // (sim/gradients/mean_field.hpp); false when the source has none.
+  virtual bool fresh_model(int /*iteration*/, int /*threads*/, FreshGradientModel& /*out*/) const { return false; }
   // Lines of training progress for the summary (loss, accuracy); empty for open-loop sources.
   virtual nlohmann::json training_log() const { return nlohmann::json::array(); }
 };

@@ -81,13 +81,16 @@ double gaussian_fit_threshold(std::span<const float> acc, std::uint64_t k)
 
 nlohmann::json SelectionConfig::to_json() const
 {
-  return {{"policy", name_of(policy, kSelectionPolicyNames)},
-          {"reevaluate_every", reevaluate_every},
-          {"rules", rules.preset},
-          {"warmup_iterations", warmup_iterations},
-          {"residual", name_of(residual, kResidualKindNames)},
-          {"top_k", name_of(top_k, kTopKRuleNames)},
-          {"reevaluation_residual", name_of(reevaluation_residual, kReevaluationResidualNames)}};
+  nlohmann::json json = {{"policy", name_of(policy, kSelectionPolicyNames)},
+                         {"reevaluate_every", reevaluate_every},
+                         {"rules", rules.preset},
+                         {"warmup_iterations", warmup_iterations},
+                         {"residual", name_of(residual, kResidualKindNames)},
+                         {"top_k", name_of(top_k, kTopKRuleNames)},
+                         {"reevaluation_residual", name_of(reevaluation_residual, kReevaluationResidualNames)}};
+  if (residual == ResidualKind::mean_field)
+    json["carried_cap"] = carried_cap;
+  return json;
 }
 
 SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_policy, bool candidates)
@@ -107,9 +110,20 @@ SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_po
     selection.fail("residual", "dense",
                    "\"none\" with gradients.generation \"candidates\" (the scale mode keeps no dense residual; "
                    "docs/gradients.md)");
+  if (!candidates && config.residual == ResidualKind::mean_field)
+    selection.fail("residual", "mean_field",
+                   "\"dense\" or \"none\": the mean-field residual models error feedback for gradients.generation "
+                   "\"candidates\" of the calibrated source (docs/gradients.md)");
+  if (config.residual == ResidualKind::mean_field)
+    config.carried_cap = selection.get_number("carried_cap", config.carried_cap, 0.0, 1e6);
   config.top_k = selection.get_enum("top_k", kTopKRuleNames, TopKRule::exact);
   config.reevaluation_residual =
       selection.get_enum("reevaluation_residual", kReevaluationResidualNames, ReevaluationResidual::selected_in_result);
+  if (config.residual == ResidualKind::mean_field &&
+      config.reevaluation_residual == ReevaluationResidual::reference_searchsorted)
+    selection.fail("reevaluation_residual", "reference_searchsorted",
+                   "\"selected_in_result\" with residual \"mean_field\" (the reference's searchsorted lookups need "
+                   "every rank's dense residual)");
   selection.finish();
   return config;
 }

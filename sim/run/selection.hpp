@@ -67,9 +67,9 @@ inline constexpr EnumNames<SelectionPolicy, 3> kSelectionPolicyNames{
      {SelectionPolicy::threshold_reuse, "threshold_reuse"},
      {SelectionPolicy::gaussian, "gaussian"}}};
 // What a rank keeps between iterations for error feedback (SelectionConfig::residual).
-enum class ResidualKind { dense, none };
-inline constexpr EnumNames<ResidualKind, 2> kResidualKindNames{
-    {{ResidualKind::dense, "dense"}, {ResidualKind::none, "none"}}};
+enum class ResidualKind { dense, none, mean_field };
+inline constexpr EnumNames<ResidualKind, 3> kResidualKindNames{
+    {{ResidualKind::dense, "dense"}, {ResidualKind::none, "none"}, {ResidualKind::mean_field, "mean_field"}}};
 
 // Which entries an exact top-k selection sends (policy "exact", and "threshold_reuse" at re-evaluations):
 // - "exact": the k largest magnitudes;
@@ -105,14 +105,18 @@ struct SelectionConfig {
   // - "none": nothing; each iteration selects from the fresh gradient (acc = gradient). Exact for the first
   //   sparse iteration (the residual is zero after the dense warm-up), an approximation afterwards. For
   //   runs at scale, where P*n floats do not fit.
+  // - "mean_field": with the candidates generation, one residual distribution per entry shared by all ranks plus
+  //   each rank's exactly kept entries that the algorithm did not consume (sim/gradients/mean_field.hpp).
   ResidualKind residual = ResidualKind::dense;
+  double carried_cap = 2; // "mean_field": a rank's carried store holds at most carried_cap * k entries
   TopKRule top_k = TopKRule::exact;
   ReevaluationResidual reevaluation_residual = ReevaluationResidual::selected_in_result;
   nlohmann::json to_json() const;
 };
 // Reads the config's "selection" object; `default_policy` comes from the algorithm. `candidates`: the gradients
-// come as candidates (gradients.generation "candidates"), which keep no dense residual: "none" is the default and
-// "dense" an error; nor do they allow a normal fit of the whole acc: policy "gaussian" is an error.
+// come as candidates (gradients.generation "candidates"), which keep no dense residual: "none" is the default,
+// "mean_field" the model of error feedback and "dense" an error (and "mean_field" without candidates); nor do they
+// allow a normal fit of the whole acc: policy "gaussian" is an error.
 SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_policy, bool candidates = false);
 
 // z with P(|Z| > z) = p for a standard normal Z, p in (0, 1] (std::invalid_argument otherwise).

@@ -18,7 +18,13 @@ void SelectionStage::prepare(int iteration, int threads)
   const auto shared_start = std::chrono::steady_clock::now();
   if (candidates_) {
     floor_ = candidate_floor(*config_.gradients, selectors_, iteration, config_.workload.k, false, threads);
-    config_.gradients->prepare_candidates(iteration, floor_, threads);
+    if (mean_field_) {
+      if (!config_.gradients->fresh_model(iteration, threads, fresh_))
+        throw std::logic_error("selection.residual \"mean_field\" needs a source with a fresh-gradient model");
+      mean_field_->prepare(fresh_, floor_, threads);
+    } else {
+      config_.gradients->prepare_candidates(iteration, floor_, threads);
+    }
   }
   shared_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - shared_start).count();
   // Thread t prepares the batches t, t + threads, ... of kBatch consecutive ranks (a batch shares the
@@ -40,7 +46,7 @@ void SelectionStage::prepare(int iteration, int threads)
           needed.push_back(selectors_[rank].reuse_threshold(iteration) ? 0 : config_.workload.k);
         }
         if (candidates_)
-          candidates_for_top_k(*config_.gradients, ranks, iteration, floor_, needed, candidates);
+          draw_candidates(ranks, iteration, needed, candidates);
         for (std::size_t slot = 0; slot < ranks.size(); ++slot) {
           prepare_rank(ranks[slot], iteration, gradient, candidates_ ? &candidates[slot] : nullptr, buffer);
           ranks_prepared_.fetch_add(1, std::memory_order_relaxed);
@@ -59,6 +65,32 @@ void SelectionStage::prepare(int iteration, int threads)
   for (auto& failure : failures)
     if (failure)
       std::rethrow_exception(failure);
+  // The mean-field residual moves on: what stayed below the ranks' median threshold.
+  if (mean_field_) {
+    std::vector<double> thresholds;
+    for (const LocalSelector& selector : selectors_)
+      thresholds.push_back(selector.threshold());
+    const auto middle = thresholds.begin() + static_cast<std::ptrdiff_t>(thresholds.size() / 2);
+    std::nth_element(thresholds.begin(), middle, thresholds.end());
+    mean_field_->update(fresh_, *middle, threads);
+  }
+}
+
+void SelectionStage::draw_candidates(std::span<const RankId> ranks, int iteration,
+                                     std::span<const std::uint64_t> needed, std::vector<SparseVector>& out) const
+{
+  if (!mean_field_) {
+    candidates_for_top_k(*config_.gradients, ranks, iteration, floor_, needed, out);
+    return;
+  }
+  mean_field_->candidates(fresh_, ranks, floor_, out);
+  std::vector<SparseVector> again;
+  for (std::size_t s = 0; s < ranks.size(); ++s)
+    for (double lower = floor_; out[s].size() < needed[s] && lower > 0;) {
+      lower = lower > 1e-30 * floor_ ? lower / 2 : 0.0;
+      mean_field_->candidates(fresh_, ranks.subspan(s, 1), lower, again);
+      out[s] = std::move(again[0]);
+    }
 }
 
 SparseVector SelectionStage::take_and_charge(Communicator& comm)
@@ -118,6 +150,26 @@ void SelectionStage::consume(RankId rank, const SparseVector& selection,
                              const std::shared_ptr<const SparseVector>& result, SparseAllreduce::ResidualRule rule,
                              bool reevaluation)
 {
+  if (mean_field_) {
+    // Only what the algorithm did not consume stays, exactly, in the rank's carried store.
+    SparseVector kept;
+    if (rule == SparseAllreduce::ResidualRule::selected_in_result) {
+      const std::vector<Index>& dropped = selectors_[rank].dropped();
+      std::size_t in_result = 0;
+      for (std::size_t e = 0; e < selection.size(); ++e) {
+        const Index i = selection.indices[e];
+        while (in_result < result->size() && result->indices[in_result] < i)
+          ++in_result;
+        if ((in_result < result->size() && result->indices[in_result] == i) ||
+            std::binary_search(dropped.begin(), dropped.end(), i))
+          continue;
+        kept.indices.push_back(i);
+        kept.values.push_back(selection.values[e]);
+      }
+    }
+    mean_field_->carry(rank, std::move(kept));
+    return;
+  }
   if (!keep_residual_ || rule == SparseAllreduce::ResidualRule::kept_by_algorithm)
     return;
   std::vector<float>& residual = residuals_[rank];

@@ -4,6 +4,7 @@
 
 #include "algorithms/algorithm.hpp"
 #include "sim/comm/communicator.hpp"
+#include "sim/gradients/mean_field.hpp"
 #include "sim/run/config.hpp"
 #include "sim/run/selection.hpp"
 
@@ -27,6 +28,8 @@ void consume_selection(std::vector<float>& acc, const SparseVector& selection, c
 // With the candidates generation (gradients.generation "candidates") a rank's acc is its candidates: the
 // entries above one floor shared by all ranks in the iteration, the lowest threshold any rank reuses, or, when
 // some rank selects its exact top-k, lower still if needed for 1.02 k candidates (candidate_floor_for_top_k).
+// With selection.residual "mean_field" the candidates are those of acc = residual + gradient under the mean-field
+// residual, which moves on once all ranks have selected (its truncation: the ranks' median threshold).
 class SelectionStage {
 public:
   explicit SelectionStage(const ExperimentConfig& config)
@@ -38,12 +41,18 @@ public:
       , selectors_(config.ranks, LocalSelector(config.selection))
       , prepared_(config.ranks)
   {
+    if (config.selection.residual == ResidualKind::mean_field)
+      mean_field_ = std::make_unique<MeanFieldResidual>(
+          config.workload.n, config.ranks,
+          static_cast<std::size_t>(config.selection.carried_cap * static_cast<double>(config.workload.k)));
   }
 
   // Prepares every rank's selection for `iteration` with up to `threads` host threads.
   void prepare(int iteration, int threads);
   // Host seconds the last prepare() spent on what ranks share (the candidates generation's floor and plan).
   Seconds shared_seconds() const { return shared_seconds_; }
+  // The mean-field residual (selection.residual "mean_field"), else nullptr.
+  const MeanFieldResidual* mean_field() const { return mean_field_.get(); }
   // Ranks prepared so far by the running prepare() (the run's progress display reads it from another thread).
   int ranks_prepared() const { return ranks_prepared_.load(std::memory_order_relaxed); }
 
@@ -75,6 +84,10 @@ private:
   // `buffer`: the preparing thread's output buffer for the kernels.
   void prepare_rank(RankId rank, int iteration, std::vector<float>& gradient, const SparseVector* candidates,
                     SparseVector& buffer);
+  // The ranks' candidates: of the gradient, or of acc under the mean-field residual; at least needed[s] for
+  // ranks[s] (drawn again from half the floor when short).
+  void draw_candidates(std::span<const RankId> ranks, int iteration, std::span<const std::uint64_t> needed,
+                       std::vector<SparseVector>& out) const;
 
   const ExperimentConfig& config_;
   bool keep_residual_;
@@ -84,6 +97,8 @@ private:
   Seconds shared_seconds_ = 0;
   std::vector<std::vector<float>> residuals_; // [rank], allocated at the first sparse iteration
   std::vector<LocalSelector> selectors_;      // [rank]: the reused thresholds
+  std::unique_ptr<MeanFieldResidual> mean_field_;
+  FreshGradientModel fresh_; // the iteration's fresh gradient, for the mean-field residual
   std::atomic<int> ranks_prepared_ = 0;
   std::vector<Prepared> prepared_; // [rank]: this iteration's selections
   // reevaluation_residual "reference_searchsorted": U's indices by magnitude, sorted once for the ranks that
