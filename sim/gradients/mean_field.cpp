@@ -26,27 +26,30 @@ constexpr double kSupportSpread = 9;
 
 double density(double z) { return std::exp(-z * z / 2) / std::sqrt(2 * std::numbers::pi); }
 
-// P(z1 < Z < z2) for a standard normal, accurate in either tail.
-double normal_mass(double z1, double z2)
-{
-  constexpr double r = std::numbers::sqrt2 / 2;
-  if (z1 >= 0)
-    return (std::erfc(z1 * r) - std::erfc(z2 * r)) / 2;
-  if (z2 <= 0)
-    return (std::erfc(-z2 * r) - std::erfc(-z1 * r)) / 2;
-  return 1 - (std::erfc(-z1 * r) + std::erfc(z2 * r)) / 2;
-}
-
 // P, E[R; .] and E[R^2; .].
 struct Moments {
   double mass = 0, first = 0, second = 0;
 };
+
+// The standard normal's mass beyond |z| on z's side, accurate in either tail.
+double beyond(double z) { return std::erfc(std::fabs(z) * (std::numbers::sqrt2 / 2)) / 2; }
+
+// P(z1 < Z < z2) from the masses beyond |z1| and |z2|, without cancellation in either tail.
+double mass_between(double z1, double beyond1, double z2, double beyond2)
+{
+  if (z1 >= 0)
+    return beyond1 - beyond2;
+  if (z2 <= 0)
+    return beyond2 - beyond1;
+  return 1 - beyond1 - beyond2;
+}
 
 // One entry's residual: 0 with probability 1 - nonzero, else N(centre, spread^2) truncated to [-T, T] and cut to
 // its effective support [low, high].
 struct ResidualLaw {
   double nonzero = 0, centre = 0, spread = 0;
   double normaliser = 0, low = 0, high = 0;
+  double beyond_low = 0, beyond_high = 0; // the parent normal's mass beyond the support's ends
 
   ResidualLaw(double z, double b, double s, double truncation)
       : nonzero(z)
@@ -59,24 +62,33 @@ struct ResidualLaw {
     }
     low = std::max(-truncation, centre - kSupportSpread * spread);
     high = std::min(truncation, centre + kSupportSpread * spread);
-    normaliser = high > low ? normal_mass((low - centre) / spread, (high - centre) / spread) : 0;
+    if (high > low) {
+      beyond_low = beyond(standard(low));
+      beyond_high = beyond(standard(high));
+      normaliser = mass_between(standard(low), beyond_low, standard(high), beyond_high);
+    }
     if (!(normaliser > 0))
       nonzero = 0;
   }
   bool has_nonzero() const { return nonzero > 0; }
+  double standard(double r) const { return (r - centre) / spread; }
 
-  // Of the nonzero part (times its probability): R in [lo, hi].
+  // Of the nonzero part (times its probability): R in [lo, hi], from the standard points z, their masses beyond
+  // and densities.
+  Moments between(double z1, double beyond1, double density1, double z2, double beyond2, double density2) const
+  {
+    const double m0 = mass_between(z1, beyond1, z2, beyond2);
+    const double m1 = density1 - density2, m2 = m0 + z1 * density1 - z2 * density2;
+    const double k = nonzero / normaliser;
+    return {k * m0, k * (centre * m0 + spread * m1),
+            k * (centre * centre * m0 + 2 * centre * spread * m1 + spread * spread * m2)};
+  }
   Moments between(double lo, double hi) const
   {
     if (!has_nonzero() || hi <= lo)
       return {};
-    const double z1 = (lo - centre) / spread, z2 = (hi - centre) / spread;
-    const double m0 = normal_mass(z1, z2);
-    const double d1 = density(z1), d2 = density(z2);
-    const double m1 = d1 - d2, m2 = m0 + z1 * d1 - z2 * d2;
-    const double k = nonzero / normaliser;
-    return {k * m0, k * (centre * m0 + spread * m1),
-            k * (centre * centre * m0 + 2 * centre * spread * m1 + spread * spread * m2)};
+    const double z1 = standard(lo), z2 = standard(hi);
+    return between(z1, beyond(z1), density(z1), z2, beyond(z2), density(z2));
   }
   // R of the nonzero part conditioned on [lo, hi], by the inverse distribution function at u in [0, 1).
   double draw(double lo, double hi, double u) const
@@ -98,6 +110,58 @@ struct ResidualLaw {
   }
 };
 
+// The noise's partial moments at the pieces' offsets from the two points where R alone reaches +-t: at an edge
+// r = t - m + o s the upper side needs X > -o, at r = -t - m + o s the lower side needs X < -o, whatever the entry.
+struct OffsetTails {
+  std::array<NoiseMagnitude::Partial, kOffsets.size()> upper, lower; // above(-o), above(o)
+  explicit OffsetTails(const NoiseMagnitude& noise)
+  {
+    for (std::size_t j = 0; j < kOffsets.size(); ++j) {
+      upper[j] = noise.above(-kOffsets[j]);
+      lower[j] = noise.above(kOffsets[j]);
+    }
+  }
+};
+
+// A point of R where the entry's pieces meet, with what every piece beside it needs: the standard normal's point,
+// mass beyond and density there, and the noise's partial moments that take acc = m + r + s X beyond +t (`up`: X >
+// (t - m - r) / s) and beyond -t (`down`, mirrored: -X > (t + m + r) / s).
+struct Edge {
+  double r = 0, z = 0, beyond = 0, density = 0;
+  NoiseMagnitude::Partial up, down;
+};
+
+// The edges of an entry's pieces for threshold t: the support's ends and, inside, the offsets around +-t - m.
+void entry_edges(double m, double s, const ResidualLaw& law, double t, const NoiseMagnitude& noise,
+                 const OffsetTails& offsets, std::vector<Edge>& edges)
+{
+  edges.clear();
+  auto add = [&](double r, const NoiseMagnitude::Partial* up, const NoiseMagnitude::Partial* down) {
+    Edge& edge = edges.emplace_back();
+    edge.r = r;
+    edge.up = up ? *up : noise.above((t - m - r) / s);
+    edge.down = down ? *down : noise.above((t + m + r) / s);
+  };
+  add(law.low, nullptr, nullptr);
+  for (std::size_t j = 0; j < kOffsets.size(); ++j)
+    if (const double r = -t - m + kOffsets[j] * s; r > law.low && r < law.high)
+      add(r, nullptr, &offsets.lower[j]);
+  for (std::size_t j = 0; j < kOffsets.size(); ++j)
+    if (const double r = t - m + kOffsets[j] * s; r > law.low && r < law.high)
+      add(r, &offsets.upper[j], nullptr);
+  add(law.high, nullptr, nullptr);
+  if (!std::is_sorted(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.r < b.r; }))
+    std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.r < b.r; });
+  for (Edge& edge : edges) {
+    edge.z = law.standard(edge.r);
+    edge.density = density(edge.z);
+  }
+  for (std::size_t e = 1; e + 1 < edges.size(); ++e)
+    edges[e].beyond = beyond(edges[e].z);
+  edges.front().beyond = law.beyond_low;
+  edges.back().beyond = law.beyond_high;
+}
+
 // A piece of an entry's proposal: R in [low, high] with probability `weight` (the zero atom: low = high = 0), with
 // the fresh gradient (`fresh`) or without it (a row absent from the batch: acc = R).
 struct Piece {
@@ -110,30 +174,24 @@ struct Piece {
 
 // The entry's pieces for `floor`; returns the total proposal Q.
 double entry_pieces(double m, double s, const ResidualLaw& law, bool absent_possible, double floor,
-                    const NoiseMagnitude& noise, std::vector<Piece>& out)
+                    const NoiseMagnitude& noise, const OffsetTails& offsets, std::vector<Edge>& edges,
+                    std::vector<Piece>& out)
 {
   out.clear();
-  auto add_fresh = [&](double weight, double low, double high) {
-    const double up = noise.upper_tail((floor - m - high) / s);
-    const double down = noise.upper_tail((floor + m + low) / s);
+  auto add_fresh = [&](double weight, double low, double high, double up, double down) {
     out.push_back({weight, low, high, true, up, down, weight * std::min(1.0, up + down)});
   };
   if (law.nonzero < 1)
-    add_fresh(1 - law.nonzero, 0, 0);
+    add_fresh(1 - law.nonzero, 0, 0, noise.upper_tail((floor - m) / s), noise.upper_tail((floor + m) / s));
   if (law.has_nonzero()) {
-    std::array<double, kMaxEdges> edges;
-    int count = 0;
-    edges[count++] = law.low;
-    for (const double point : {floor - m, -floor - m})
-      for (const double offset : kOffsets)
-        if (const double edge = point + offset * s; edge > law.low && edge < law.high)
-          edges[count++] = edge;
-    edges[count++] = law.high;
-    std::sort(edges.begin(), edges.begin() + count);
-    for (int e = 0; e + 1 < count; ++e)
-      if (edges[e + 1] > edges[e])
-        if (const double mass = law.between(edges[e], edges[e + 1]).mass; mass > 0)
-          add_fresh(mass, edges[e], edges[e + 1]);
+    entry_edges(m, s, law, floor, noise, offsets, edges);
+    for (std::size_t e = 0; e + 1 < edges.size(); ++e) {
+      const Edge &lo = edges[e], &hi = edges[e + 1];
+      if (!(hi.r > lo.r))
+        continue;
+      if (const double mass = law.nonzero / law.normaliser * mass_between(lo.z, lo.beyond, hi.z, hi.beyond); mass > 0)
+        add_fresh(mass, lo.r, hi.r, hi.up.probability, lo.down.probability);
+    }
     if (absent_possible) { // acc = R: the parts of R's range beyond the floor, each a certain event
       for (const auto& [low, high] :
            {std::pair{std::max(floor, law.low), law.high}, std::pair{law.low, std::min(-floor, law.high)}})
@@ -160,7 +218,7 @@ void fit_truncated_normal(double mean, double variance, double truncation, doubl
   }
   for (int step = 0; step < 24; ++step) {
     const double z1 = (-truncation - b) / s, z2 = (truncation - b) / s;
-    const double mass = normal_mass(z1, z2);
+    const double mass = mass_between(z1, beyond(z1), z2, beyond(z2));
     if (!(mass > 1e-300))
       break;
     const double d1 = density(z1), d2 = density(z2);
@@ -180,16 +238,17 @@ void fit_truncated_normal(double mean, double variance, double truncation, doubl
 // One entry's assumed-density filter step: acc = R + g (g present with probability `presence`), what stays at or
 // below `truncation` in magnitude, as a zero atom and a fitted truncated normal.
 MeanFieldResidual::EntryState filter_entry(double m, double s, const ResidualLaw& law, double presence,
-                                           double truncation, const NoiseMagnitude& noise, std::vector<Piece>& pieces)
+                                           double truncation, const NoiseMagnitude& noise,
+                                           const OffsetTails& offsets, std::vector<Edge>& edges)
 {
   const double x2 = noise.second_moment();
-  // With the fresh gradient: the whole, minus what leaves (|acc| > truncation), each piece of R by two points that
-  // keep its mass, mean and variance.
-  const Moments residual = law.between(law.low, law.high);
+  // With the fresh gradient: the whole, minus what leaves (|acc| > truncation). Within a piece of R between two
+  // edges, what leaves is integrated by three nodes, exact where it is quadratic in R.
+  const Moments residual = law.has_nonzero() ? law.between(law.low, law.high) : Moments{};
   double in0 = 1, in1 = m + residual.first, in2 = m * m + 2 * m * residual.first + residual.second + s * s * x2;
-  auto leave_at = [&](double r, double weight) {
+  auto leave_at = [&](double r, const NoiseMagnitude::Partial& up, const NoiseMagnitude::Partial& down,
+                      double weight) {
     const double c = m + r;
-    const NoiseMagnitude::Partial up = noise.above((truncation - c) / s), down = noise.above((truncation + c) / s);
     const double p = up.probability + down.probability;
     const double x1 = up.first - down.first;
     const double x2_out = up.second + down.second;
@@ -197,19 +256,28 @@ MeanFieldResidual::EntryState filter_entry(double m, double s, const ResidualLaw
     in1 -= weight * (c * p + s * x1);
     in2 -= weight * (c * c * p + 2 * c * s * x1 + s * s * x2_out);
   };
-  entry_pieces(m, s, law, false, truncation, noise, pieces);
-  for (const Piece& piece : pieces) {
-    if (piece.proposal < 1e-13 * piece.weight)
-      continue; // stays below the truncation
-    if (piece.low == piece.high) {
-      leave_at(piece.low, piece.weight);
-      continue;
+  if (law.nonzero < 1)
+    leave_at(0, noise.above((truncation - m) / s), noise.above((truncation + m) / s), 1 - law.nonzero);
+  if (law.has_nonzero()) {
+    entry_edges(m, s, law, truncation, noise, offsets, edges);
+    for (std::size_t e = 0; e + 1 < edges.size(); ++e) {
+      const Edge &lo = edges[e], &hi = edges[e + 1];
+      if (!(hi.r > lo.r) || hi.up.probability + lo.down.probability < 1e-13)
+        continue; // empty, or stays below the truncation
+      const Moments band = law.between(lo.z, lo.beyond, lo.density, hi.z, hi.beyond, hi.density);
+      if (!(band.mass > 0))
+        continue;
+      // Nodes at the two edges and the piece's mean mu, weighted to keep its mass, mean and variance v.
+      const double mu = std::clamp(band.first / band.mass, lo.r, hi.r);
+      const double v = std::max(0.0, band.second / band.mass - mu * mu);
+      const double below = mu - lo.r, above = hi.r - mu;
+      const double w_lo = below > 0 ? std::min(1.0, v / (below * (below + above))) : 0.0;
+      const double w_hi = above > 0 ? std::min(1.0 - w_lo, v / (above * (below + above))) : 0.0;
+      leave_at(lo.r, lo.up, lo.down, band.mass * w_lo);
+      leave_at(hi.r, hi.up, hi.down, band.mass * w_hi);
+      leave_at(mu, noise.above((truncation - m - mu) / s), noise.above((truncation + m + mu) / s),
+               band.mass * (1 - w_lo - w_hi));
     }
-    const Moments band = law.between(piece.low, piece.high);
-    const double centre = band.first / band.mass;
-    const double spread = std::sqrt(std::max(0.0, band.second / band.mass - centre * centre));
-    leave_at(centre - spread, band.mass / 2);
-    leave_at(centre + spread, band.mass / 2);
   }
   // Without it (a row absent from the batch): acc = R, nonzero with the law's probability.
   const Moments absent =
@@ -306,7 +374,9 @@ std::shared_ptr<const MeanFieldResidual::Plan> MeanFieldResidual::build_plan(con
   std::vector<float> proposal(n_);
   std::vector<std::uint16_t> level(n_);
   std::vector<std::size_t> counts(blocks * kLevels, 0);
+  const OffsetTails offsets(*fresh.magnitude);
   parallel_blocks(n_, kBlock, threads, [&](std::size_t begin, std::size_t end) {
+    std::vector<Edge> edges;
     std::vector<Piece> pieces;
     std::size_t* count = counts.data() + begin / kBlock * kLevels;
     for (std::size_t i = begin; i < end; ++i) {
@@ -314,7 +384,7 @@ std::shared_ptr<const MeanFieldResidual::Plan> MeanFieldResidual::build_plan(con
       const ResidualLaw law =
           nonzero_.empty() ? ResidualLaw(0, 0, 0, 0) : ResidualLaw(nonzero_[i], centre_[i], spread_[i], truncation_);
       const double q = entry_pieces(fresh.mean[i], std::max<double>(fresh.noise[i], 1e-30), law,
-                                    fresh.maybe_absent(index), floor, *fresh.magnitude, pieces);
+                                    fresh.maybe_absent(index), floor, *fresh.magnitude, offsets, edges, pieces);
       proposal[i] = static_cast<float>(q);
       level[i] = q < kLeftOut ? std::uint16_t{0xFFFF} : static_cast<std::uint16_t>(level_of(q));
       // The float's rounding may lift Q above its level's probability: one level up then.
@@ -363,6 +433,8 @@ void MeanFieldResidual::sample(const Plan& plan, const FreshGradientModel& fresh
   const NoiseMagnitude& noise = *fresh.magnitude;
   const auto floor = static_cast<float>(plan.floor);
   std::vector<std::pair<Index, float>> kept;
+  const OffsetTails offsets(noise);
+  std::vector<Edge> edges;
   std::vector<Piece> pieces;
   const std::uint64_t rank_base =
       mix_coordinates(fresh.streams, static_cast<std::uint64_t>(rank), static_cast<std::uint64_t>(fresh.iteration), 0);
@@ -392,7 +464,7 @@ void MeanFieldResidual::sample(const Plan& plan, const FreshGradientModel& fresh
       const ResidualLaw law =
           nonzero_.empty() ? ResidualLaw(0, 0, 0, 0) : ResidualLaw(nonzero_[i], centre_[i], spread_[i], truncation_);
       const bool maybe_absent = fresh.maybe_absent(i);
-      const double total = entry_pieces(m, s, law, maybe_absent, plan.floor, noise, pieces);
+      const double total = entry_pieces(m, s, law, maybe_absent, plan.floor, noise, offsets, edges, pieces);
       // The piece, by its share of the proposal.
       double pick = uniform() * total;
       std::size_t p = 0;
@@ -462,14 +534,15 @@ void MeanFieldResidual::update(const FreshGradientModel& fresh, double truncatio
     truncation_ = 0;
     return;
   }
+  const OffsetTails offsets(*fresh.magnitude);
   parallel_blocks(n_, std::size_t{1} << 16, threads, [&](std::size_t begin, std::size_t end) {
-    std::vector<Piece> pieces;
+    std::vector<Edge> edges;
     for (std::size_t i = begin; i < end; ++i) {
       const auto index = static_cast<Index>(i);
       const ResidualLaw law(nonzero_[i], centre_[i], spread_[i], truncation_);
       const double presence = fresh.maybe_absent(index) ? fresh.presence(index) : 1.0;
       const EntryState next = filter_entry(fresh.mean[i], std::max<double>(fresh.noise[i], 1e-30), law, presence,
-                                           truncation, *fresh.magnitude, pieces);
+                                           truncation, *fresh.magnitude, offsets, edges);
       nonzero_[i] = static_cast<float>(next.nonzero);
       centre_[i] = static_cast<float>(next.centre);
       spread_[i] = static_cast<float>(next.spread);

@@ -1,6 +1,7 @@
 #include "sim/gradients/noise_magnitude.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
@@ -94,7 +95,18 @@ NoiseMagnitude::NoiseMagnitude(double tau)
     tail_first_[j] = tail_first_[j + 1] + step / 2 * (a * std::exp(-y0) + b * std::exp(-y1));
     tail_second_[j] = tail_second_[j + 1] + step / 2 * (a * a * std::exp(-y0) + b * b * std::exp(-y1));
   }
+  // The search index, from an octave below the first positive grid point to one above the last.
+  const double lowest = *std::upper_bound(inverse_.begin(), inverse_.end(), 0.0);
+  first_bucket_ = std::bit_cast<std::uint64_t>(lowest / 2) >> kBucketBits;
+  const std::uint64_t last_bucket = std::bit_cast<std::uint64_t>(inverse_.back() * 2) >> kBucketBits;
+  bucket_start_.resize(last_bucket - first_bucket_ + 2);
+  for (std::size_t b = 0; b < bucket_start_.size(); ++b) {
+    const auto edge = std::bit_cast<double>((first_bucket_ + b) << kBucketBits);
+    bucket_start_[b] =
+        static_cast<std::uint32_t>(std::upper_bound(inverse_.begin(), inverse_.end(), edge) - inverse_.begin());
+  }
 }
+
 
 double NoiseMagnitude::tail_at(const std::vector<double>& table, double y) const
 {
@@ -140,7 +152,13 @@ double NoiseMagnitude::log_survival(double x) const
     return kMaxY;
   // The grid cell [j, j + 1] with inverse_[j] <= x < inverse_[j + 1], then linear within it (the table's own
   // interpolation, inverted).
-  const auto upper = std::upper_bound(inverse_.begin(), inverse_.end(), x);
+  // Below the first bucket the cell is at most bucket_start_[0]; within bucket b at most bucket_start_[b + 1].
+  const std::uint64_t bucket = std::bit_cast<std::uint64_t>(x) >> kBucketBits; // monotone in x > 0
+  const bool below = bucket < first_bucket_;
+  const std::size_t b = below ? 0 : std::min<std::size_t>(bucket - first_bucket_, bucket_start_.size() - 2);
+  const auto first = inverse_.begin() + (below ? 0 : bucket_start_[b]);
+  const auto last = inverse_.begin() + (below ? bucket_start_[0] : bucket_start_[b + 1]);
+  const auto upper = std::upper_bound(first, last, x);
   const auto j = static_cast<std::size_t>(upper - inverse_.begin()) - 1;
   const double span = inverse_[j + 1] - inverse_[j];
   const double fraction = span > 0 ? (x - inverse_[j]) / span : 0.0;

@@ -9,6 +9,7 @@
 // quadrature over B) the survival function differs by less than 1e-4 relative up to y = 64 (tested).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 namespace sparsim {
@@ -54,6 +55,12 @@ private:
   // and L^-1(y')^2 e^-y' from y to kMaxY, by the trapezoid rule from the top.
   std::vector<double> tail_first_, tail_second_;
   double tail_at(const std::vector<double>& table, double y) const;
+  // An index that narrows log_survival's search: x's double bits above the low mantissa bits name a bucket
+  // [edge_b, edge_b+1) (a fixed fraction of an octave), and bucket_start_[b] is the first grid point above edge_b,
+  // so the cell of any x in the bucket lies between bucket_start_[b] and bucket_start_[b + 1].
+  static constexpr int kBucketBits = 52 - 8; // 256 buckets per octave
+  std::uint64_t first_bucket_ = 0;
+  std::vector<std::uint32_t> bucket_start_;
 };
 
 } // namespace sparsim
