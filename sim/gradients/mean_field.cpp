@@ -238,16 +238,15 @@ void fit_truncated_normal(double mean, double variance, double truncation, doubl
 // One entry's assumed-density filter step: acc = R + g (g present with probability `presence`), what stays at or
 // below `truncation` in magnitude, as a zero atom and a fitted truncated normal.
 MeanFieldResidual::EntryState filter_entry(double m, double s, const ResidualLaw& law, double presence,
-                                           double truncation, const NoiseMagnitude& noise,
-                                           const OffsetTails& offsets, std::vector<Edge>& edges)
+                                           double truncation, const NoiseMagnitude& noise, const OffsetTails& offsets,
+                                           std::vector<Edge>& edges)
 {
   const double x2 = noise.second_moment();
   // With the fresh gradient: the whole, minus what leaves (|acc| > truncation). Within a piece of R between two
   // edges, what leaves is integrated by three nodes, exact where it is quadratic in R.
   const Moments residual = law.has_nonzero() ? law.between(law.low, law.high) : Moments{};
   double in0 = 1, in1 = m + residual.first, in2 = m * m + 2 * m * residual.first + residual.second + s * s * x2;
-  auto leave_at = [&](double r, const NoiseMagnitude::Partial& up, const NoiseMagnitude::Partial& down,
-                      double weight) {
+  auto leave_at = [&](double r, const NoiseMagnitude::Partial& up, const NoiseMagnitude::Partial& down, double weight) {
     const double c = m + r;
     const double p = up.probability + down.probability;
     const double x1 = up.first - down.first;

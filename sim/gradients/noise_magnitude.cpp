@@ -107,7 +107,6 @@ NoiseMagnitude::NoiseMagnitude(double tau)
   }
 }
 
-
 double NoiseMagnitude::tail_at(const std::vector<double>& table, double y) const
 {
   const double position = std::clamp(y, 0.0, kMaxY) * kStepsPerUnit;
