@@ -554,6 +554,7 @@ void MeanFieldResidual::update(const FreshGradientModel& fresh, double truncatio
 
 void MeanFieldResidual::carry(RankId rank, SparseVector kept)
 {
+  largest_ = std::max(largest_, kept.size());
   if (kept.size() > cap_) { // evict the smallest magnitudes (ties: the larger index), keep index order
     std::vector<std::size_t> order(kept.size());
     for (std::size_t e = 0; e < order.size(); ++e)

@@ -76,6 +76,7 @@ public:
   double truncation() const { return truncation_; }
   std::size_t carried_entries() const; // over all ranks
   std::uint64_t carried_evicted() const { return evicted_; }
+  std::size_t largest_carried() const { return largest_; } // the largest store offered to carry(), before the cap
   std::size_t carried_cap() const { return cap_; }
   // Bytes per entry of the shared state, and per carried entry.
   static constexpr std::uint64_t kStateBytesPerEntry = 12;
@@ -106,6 +107,7 @@ private:
   std::vector<float> nonzero_, centre_, spread_; // Z_i, b_i, s_i (empty until the first update)
   std::vector<SparseVector> carried_;            // [rank]
   std::uint64_t evicted_ = 0;
+  std::size_t largest_ = 0;
   mutable std::mutex plan_mutex_;
   mutable std::vector<std::shared_ptr<const Plan>> plans_;
 };

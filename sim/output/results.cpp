@@ -199,6 +199,11 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
 
   if (config.topology->adaptive_routing().candidates > 0)
     manifest["nonminimal_routes"] = output.nonminimal_routes; // of the run's simulated_messages
+  if (output.mean_field) // selection.residual "mean_field": its memory beside the estimate's
+    manifest["mean_field"] = {{"state_bytes", output.mean_field->state_bytes},
+                              {"carried_cap_entries_per_rank", output.mean_field->carried_cap},
+                              {"carried_largest_store", output.mean_field->carried_largest},
+                              {"carried_evicted_entries", output.mean_field->carried_evicted}};
   if (!config.network.simgrid_flows())
     manifest["rank_parks"] = output.rank_parks; // the link-level model's actor switches (host cost, not a result)
   // Every file is complete under its temporary name before any is published, so the folder holds a mix of

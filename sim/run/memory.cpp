@@ -30,6 +30,13 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
       arrays = P * n * 4;
       add(config.selects_within_collective() ? "accs (P*n floats)" : "residuals (P*n floats)", arrays);
     }
+    if (config.selection.residual == ResidualKind::mean_field) {
+      // The shared distribution (12 bytes per entry), a plan's proposal and level per entry while it is built
+      // (6 n) and up to two plans alive (an index and a proposal per entry that can pass the floor, 8 n each);
+      // every rank's carried store up to its cap (an index and a value per entry).
+      add("mean-field state and plans (34 n bytes)", 34 * n);
+      add("carried stores (P * carried_cap * k pairs at most)", P * config.selection.carried_cap * k * 8);
+    }
     if (config.gradients->generates_candidates()) {
       // The iteration's mean and noise (2 n floats) and the candidate plan (an index, a mean and a noise per
       // entry that can pass the floor, at most n); per host thread, a batch of ranks' candidates in flight.

@@ -7,6 +7,7 @@
 #include "topologies/topology.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,12 @@ struct RunOutput {
   std::uint64_t nonminimal_routes = 0; // adaptive routing: messages it sent on a non-minimal route
   std::uint64_t rank_parks = 0;        // link-level model: times a rank stopped and was switched out
   RunTrace trace;                      // the traced iteration's timeline (none unless asked for)
+  // selection.residual "mean_field": the shared state's bytes, and its carried stores (entries per rank at most,
+  // the largest store offered, the entries evicted beyond the cap over the run).
+  struct MeanFieldMemory {
+    std::uint64_t state_bytes = 0, carried_cap = 0, carried_largest = 0, carried_evicted = 0;
+  };
+  std::optional<MeanFieldMemory> mean_field;
 };
 
 } // namespace sparsim

@@ -99,7 +99,12 @@ WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads, boo
   if (config.gradients->generates_candidates()) {
     // Per iteration: the shared part and plan on one thread (about 200 ns per entry, n = 2^24: 3.4 s), then
     // about 80 ns per candidate and rank (1.02 k of them for an exact top-k) over the threads (docs/benchmarks.md).
-    estimate.selection_stage = sparse_iterations * (n * 200e-9 + config.ranks * 1.02 * k * 80e-9 / usable);
+    // The mean-field residual: its plan and update about 2.7 us per entry, its draws about 9 us per k and rank,
+    // both over the threads (docs/benchmarks.md, "The mean-field residual").
+    if (config.selection.residual == ResidualKind::mean_field)
+      estimate.selection_stage = sparse_iterations * (n * 200e-9 + (n * 2.7e-6 + config.ranks * k * 9e-6) / usable);
+    else
+      estimate.selection_stage = sparse_iterations * (n * 200e-9 + config.ranks * 1.02 * k * 80e-9 / usable);
     return estimate;
   }
   const double entries = n * config.ranks * sparse_iterations;
