@@ -299,6 +299,12 @@ TEST(MeanFieldRuns, SameResultsForAnyThreadCount)
   ASSERT_EQ(two.exit_code, 0) << two.output;
   for (const char* file : {"results.csv", "ranks.csv"})
     EXPECT_EQ(read_text(one.dir / file), read_text(two.dir / file)) << file;
+  // The manifest reports the model's memory: 12 bytes per entry, and carried stores within their cap (2 k).
+  const auto manifest = nlohmann::json::parse(read_text(one.dir / "manifest.json"));
+  const auto& memory = manifest.at("mean_field");
+  EXPECT_EQ(memory.at("state_bytes").get<std::uint64_t>(), 12u << 16);
+  EXPECT_EQ(memory.at("carried_cap_entries_per_rank").get<std::uint64_t>(), 2u * 655u);
+  EXPECT_GT(memory.at("carried_largest_store").get<std::uint64_t>(), 0u); // gTopk leaves selections outside U
 }
 
 TEST(MeanFieldRuns, RefusedWhereItCannotWork)
