@@ -317,16 +317,26 @@ MeanFieldResidual::MeanFieldResidual(std::uint64_t n, int ranks, std::size_t car
 {
 }
 
-void MeanFieldResidual::set_state(Index i, EntryState s, double truncation)
+void MeanFieldResidual::allocate_state()
 {
-  if (nonzero_.empty()) {
-    nonzero_.assign(n_, 0.0f);
-    centre_.assign(n_, 0.0f);
-    spread_.assign(n_, 0.0f);
-  }
+  if (!nonzero_.empty())
+    return;
+  nonzero_.assign(n_, 0.0f);
+  centre_.assign(n_, 0.0f);
+  spread_.assign(n_, 0.0f);
+}
+
+void MeanFieldResidual::store(Index i, EntryState s)
+{
   nonzero_[i] = static_cast<float>(s.nonzero);
   centre_[i] = static_cast<float>(s.centre);
   spread_[i] = static_cast<float>(s.spread);
+}
+
+void MeanFieldResidual::set_state(Index i, EntryState s, double truncation)
+{
+  allocate_state();
+  store(i, s);
   truncation_ = truncation;
   std::lock_guard lock(plan_mutex_);
   plans_.clear();
@@ -523,11 +533,7 @@ void MeanFieldResidual::sample(const Plan& plan, const FreshGradientModel& fresh
 
 void MeanFieldResidual::update(const FreshGradientModel& fresh, double truncation, int threads)
 {
-  if (nonzero_.empty()) {
-    nonzero_.assign(n_, 0.0f);
-    centre_.assign(n_, 0.0f);
-    spread_.assign(n_, 0.0f);
-  }
+  allocate_state();
   if (!(truncation > 0)) { // nothing stays below: the residual is zero
     std::fill(nonzero_.begin(), nonzero_.end(), 0.0f);
     truncation_ = 0;
@@ -540,11 +546,8 @@ void MeanFieldResidual::update(const FreshGradientModel& fresh, double truncatio
       const auto index = static_cast<Index>(i);
       const ResidualLaw law(nonzero_[i], centre_[i], spread_[i], truncation_);
       const double presence = fresh.maybe_absent(index) ? fresh.presence(index) : 1.0;
-      const EntryState next = filter_entry(fresh.mean[i], std::max<double>(fresh.noise[i], 1e-30), law, presence,
-                                           truncation, *fresh.magnitude, offsets, edges);
-      nonzero_[i] = static_cast<float>(next.nonzero);
-      centre_[i] = static_cast<float>(next.centre);
-      spread_[i] = static_cast<float>(next.spread);
+      store(index, filter_entry(fresh.mean[i], std::max<double>(fresh.noise[i], 1e-30), law, presence, truncation,
+                                *fresh.magnitude, offsets, edges));
     }
   });
   truncation_ = truncation;

@@ -100,6 +100,8 @@ private:
   std::shared_ptr<const Plan> plan(const FreshGradientModel& fresh, double floor, int threads) const;
   std::shared_ptr<const Plan> build_plan(const FreshGradientModel& fresh, double floor, int threads) const;
   void sample(const Plan& plan, const FreshGradientModel& fresh, RankId rank, SparseVector& out) const;
+  void allocate_state(); // the shared distribution, all zero (Z = 0), on first use
+  void store(Index i, EntryState s);
 
   std::uint64_t n_;
   std::size_t cap_;
