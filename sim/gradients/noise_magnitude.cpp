@@ -95,6 +95,7 @@ NoiseMagnitude::NoiseMagnitude(double tau)
     tail_first_[j] = tail_first_[j + 1] + step / 2 * (a * std::exp(-y0) + b * std::exp(-y1));
     tail_second_[j] = tail_second_[j + 1] + step / 2 * (a * a * std::exp(-y0) + b * b * std::exp(-y1));
   }
+  beyond_table_ = {std::exp(-kMaxY) / 2, tail_at(tail_first_, kMaxY) / 2, tail_at(tail_second_, kMaxY) / 2};
   // The search index, from an octave below the first positive grid point to one above the last.
   const double lowest = *std::upper_bound(inverse_.begin(), inverse_.end(), 0.0);
   first_bucket_ = std::bit_cast<std::uint64_t>(lowest / 2) >> kBucketBits;
@@ -121,6 +122,9 @@ NoiseMagnitude::Partial NoiseMagnitude::above(double a) const
 {
   // By symmetry, with y = L(|a|): E[X; X > a] = E[|X|; |X| > |a|] / 2 whatever a's sign; for a < 0 the
   // probability and the second moment are the whole minus the part below a.
+  if (std::fabs(a) >= inverse_.back()) // beyond the table: y = kMaxY
+    return a >= 0 ? beyond_table_ : Partial{1 - beyond_table_.probability, beyond_table_.first,
+                                            second_moment() - beyond_table_.second};
   const double y = log_survival(std::fabs(a));
   const double tail_probability = std::exp(-y) / 2;
   const double tail_second = tail_at(tail_second_, y) / 2;
@@ -166,6 +170,8 @@ double NoiseMagnitude::log_survival(double x) const
 
 double NoiseMagnitude::upper_tail(double a) const
 {
+  if (std::fabs(a) >= inverse_.back()) // beyond the table: y = kMaxY
+    return a >= 0 ? beyond_table_.probability : 1 - beyond_table_.probability;
   return a >= 0 ? std::exp(-log_survival(a)) / 2 : 1 - std::exp(-log_survival(-a)) / 2;
 }
 

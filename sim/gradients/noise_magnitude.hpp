@@ -54,6 +54,7 @@ private:
   // E[|X|; Y > y] and E[X^2; Y > y] at the grid's y (|X| = L^-1(Y), Y ~ Exp(1)): the integrals of L^-1(y') e^-y'
   // and L^-1(y')^2 e^-y' from y to kMaxY, by the trapezoid rule from the top.
   std::vector<double> tail_first_, tail_second_;
+  Partial beyond_table_; // above(a) for a at or beyond the table's last magnitude
   double tail_at(const std::vector<double>& table, double y) const;
   // An index that narrows log_survival's search: x's double bits above the low mantissa bits name a bucket
   // [edge_b, edge_b+1) (a fixed fraction of an octave), and bucket_start_[b] is the first grid point above edge_b,

@@ -322,7 +322,7 @@ double LocalSelector::corrected_gaussian_threshold(std::span<const float> acc, s
 }
 
 double candidate_floor(const GradientSource& source, std::span<const LocalSelector> selectors, int iteration,
-                       std::uint64_t k, bool top_k_anyway, int threads)
+                       std::uint64_t k, bool top_k_anyway, int threads, double top_k_floor_at_least)
 {
   double floor = std::numeric_limits<double>::infinity();
   bool exact_top_k = top_k_anyway;
@@ -333,7 +333,7 @@ double candidate_floor(const GradientSource& source, std::span<const LocalSelect
       exact_top_k = true;
   }
   if (exact_top_k)
-    floor = std::min(floor, candidate_floor_for_top_k(source, iteration, k, threads));
+    floor = std::min(floor, std::max(top_k_floor_at_least, candidate_floor_for_top_k(source, iteration, k, threads)));
   return floor;
 }
 

@@ -244,8 +244,10 @@ std::vector<Index> indices_by_magnitude(const SparseVector& result);
 
 // The candidates generation's floor (gradients.generation "candidates") for an iteration of these selectors: the
 // lowest threshold any of them reuses and, when one of them selects an exact top-k (or `top_k_anyway`), at most
-// the floor expected to leave enough candidates for a top-k of k (candidate_floor_for_top_k).
+// the floor expected to leave enough candidates for a top-k of k (candidate_floor_for_top_k) or, if higher,
+// `top_k_floor_at_least` (the mean-field residual's guess from the last thresholds; a rank left with fewer than k
+// candidates draws again lower).
 double candidate_floor(const GradientSource& source, std::span<const LocalSelector> selectors, int iteration,
-                       std::uint64_t k, bool top_k_anyway, int threads);
+                       std::uint64_t k, bool top_k_anyway, int threads, double top_k_floor_at_least = 0);
 
 } // namespace sparsim

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <exception>
 #include <span>
 #include <thread>
@@ -17,7 +19,12 @@ void SelectionStage::prepare(int iteration, int threads)
   ranks_prepared_ = 0;
   const auto shared_start = std::chrono::steady_clock::now();
   if (candidates_) {
-    floor_ = candidate_floor(*config_.gradients, selectors_, iteration, config_.workload.k, false, threads);
+    // With the mean-field residual, acc outgrows the fresh gradient: an exact top-k's floor is also kept near the
+    // ranks' last thresholds (a rank short of k candidates draws again from half the floor).
+    const double top_k_floor_at_least =
+        mean_field_ && iteration > 0 ? kTopKFloorShare * lowest_last_threshold() : 0.0;
+    floor_ = candidate_floor(*config_.gradients, selectors_, iteration, config_.workload.k, false, threads,
+                             top_k_floor_at_least);
     if (mean_field_) {
       if (!config_.gradients->fresh_model(iteration, threads, fresh_))
         throw std::logic_error("selection.residual \"mean_field\" needs a source with a fresh-gradient model");
@@ -74,6 +81,14 @@ void SelectionStage::prepare(int iteration, int threads)
     std::nth_element(thresholds.begin(), middle, thresholds.end());
     mean_field_->update(fresh_, *middle, threads);
   }
+}
+
+double SelectionStage::lowest_last_threshold() const
+{
+  double lowest = std::numeric_limits<double>::infinity();
+  for (const LocalSelector& selector : selectors_)
+    lowest = std::min(lowest, selector.threshold());
+  return std::isfinite(lowest) ? lowest : 0.0;
 }
 
 void SelectionStage::draw_candidates(std::span<const RankId> ranks, int iteration,

@@ -79,6 +79,9 @@ private:
   };
 
   static constexpr int kBatch = 8; // ranks whose candidates are drawn together
+  // The mean-field residual: an exact top-k's floor at least this share of the lowest last threshold.
+  static constexpr double kTopKFloorShare = 0.75;
+  double lowest_last_threshold() const; // over the ranks' last selections
 
   // The rank's acc and selection: from its candidates when given, else from its dense gradient.
   // `buffer`: the preparing thread's output buffer for the kernels.
