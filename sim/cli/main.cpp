@@ -345,6 +345,7 @@ int command_stats(const Arguments& args)
   options.warmup = args.warmup;
   options.reuse = config.selection;
   options.reuse.policy = sparsim::SelectionPolicy::threshold_reuse;
+  options.mean_field = config.selection.residual == sparsim::ResidualKind::mean_field;
   if (const auto* calibrated = dynamic_cast<const sparsim::CalibratedSource*>(config.gradients.get()))
     for (const auto& layer : calibrated->layers())
       if (layer.output && layer.size > 0) {

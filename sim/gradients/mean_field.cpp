@@ -437,6 +437,20 @@ void MeanFieldResidual::candidates(const FreshGradientModel& fresh, std::span<co
     sample(*current, fresh, ranks[s], out[s]);
 }
 
+void MeanFieldResidual::candidates_at_least(const FreshGradientModel& fresh, std::span<const RankId> ranks,
+                                            double floor, std::span<const std::uint64_t> needed,
+                                            std::vector<SparseVector>& out) const
+{
+  candidates(fresh, ranks, floor, out);
+  std::vector<SparseVector> again;
+  for (std::size_t s = 0; s < ranks.size(); ++s)
+    for (double lower = floor; out[s].size() < needed[s] && lower > 0;) {
+      lower = lower > 1e-30 * floor ? lower / 2 : 0.0;
+      candidates(fresh, ranks.subspan(s, 1), lower, again);
+      out[s] = std::move(again[0]);
+    }
+}
+
 void MeanFieldResidual::sample(const Plan& plan, const FreshGradientModel& fresh, RankId rank, SparseVector& out) const
 {
   const NoiseMagnitude& noise = *fresh.magnitude;

@@ -66,6 +66,10 @@ public:
   // A pure function of (state, fresh, rank, floor): the same whichever ranks are drawn together.
   void candidates(const FreshGradientModel& fresh, std::span<const RankId> ranks, double floor,
                   std::vector<SparseVector>& out) const;
+  // The same with at least needed[s] candidates for ranks[s]: a rank that got fewer draws again from half the
+  // floor, down to every nonzero entry.
+  void candidates_at_least(const FreshGradientModel& fresh, std::span<const RankId> ranks, double floor,
+                           std::span<const std::uint64_t> needed, std::vector<SparseVector>& out) const;
   // After every rank selected from this iteration's acc: the shared distribution moves on to the residual left
   // by truncating acc at `truncation`.
   void update(const FreshGradientModel& fresh, double truncation, int threads);
@@ -81,6 +85,9 @@ public:
   // Bytes per entry of the shared state, and per carried entry.
   static constexpr std::uint64_t kStateBytesPerEntry = 12;
   static constexpr std::uint64_t kCarriedBytesPerEntry = 8;
+  // acc outgrows the fresh gradient: an exact top-k's candidates floor is kept at least at this share of the
+  // ranks' lowest last threshold (the fresh gradient's floor would draw several times the candidates needed).
+  static constexpr double kTopKFloorShare = 0.75;
 
   // The shared distribution of entry i (tests and statistics).
   struct EntryState {

@@ -123,8 +123,8 @@ NoiseMagnitude::Partial NoiseMagnitude::above(double a) const
   // By symmetry, with y = L(|a|): E[X; X > a] = E[|X|; |X| > |a|] / 2 whatever a's sign; for a < 0 the
   // probability and the second moment are the whole minus the part below a.
   if (std::fabs(a) >= inverse_.back()) // beyond the table: y = kMaxY
-    return a >= 0 ? beyond_table_ : Partial{1 - beyond_table_.probability, beyond_table_.first,
-                                            second_moment() - beyond_table_.second};
+    return a >= 0 ? beyond_table_
+                  : Partial{1 - beyond_table_.probability, beyond_table_.first, second_moment() - beyond_table_.second};
   const double y = log_survival(std::fabs(a));
   const double tail_probability = std::exp(-y) / 2;
   const double tail_second = tail_at(tail_second_, y) / 2;

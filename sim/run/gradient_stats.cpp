@@ -1,6 +1,7 @@
 #include "sim/run/gradient_stats.hpp"
 
 #include "sim/data/topk.hpp"
+#include "sim/gradients/mean_field.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -166,6 +167,7 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
   GradientStats stats;
   stats.options = options;
   const bool candidates = source.generates_candidates();
+  const bool mean_field = candidates && options.mean_field;
   stats.candidates = candidates;
   // The dense loops: the gradient and the error-feedback residuals (not with candidates).
   const std::size_t dense = candidates ? 0 : n;
@@ -178,6 +180,23 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
   std::vector<double> previous_threshold(P, kNaN), raw_previous_threshold(P, kNaN);
   std::vector<double> reuse_ratios, raw_reuse_ratios;
   std::size_t selected_total = 0, selected_output = 0, raw_total = 0, raw_output = 0;
+  // The candidates generation's error feedback: a mean-field residual per loop. Offline a rank's residual gives
+  // up everything it selected, so nothing is carried.
+  MeanFieldResidual exact_residual(mean_field ? n : 0, P, 0), reuse_residual_model(mean_field ? n : 0, P, 0);
+  std::vector<RankId> all_ranks(static_cast<std::size_t>(P));
+  std::iota(all_ranks.begin(), all_ranks.end(), 0);
+  auto lowest = [](std::span<const double> thresholds) { // 0 before any threshold
+    double low = std::numeric_limits<double>::infinity();
+    for (const double threshold : thresholds)
+      if (threshold >= 0)
+        low = std::min(low, threshold);
+    return std::isfinite(low) ? low : 0.0;
+  };
+  auto median_of_thresholds = [](std::vector<double> thresholds) {
+    const auto middle = thresholds.begin() + static_cast<std::ptrdiff_t>(thresholds.size() / 2);
+    std::nth_element(thresholds.begin(), middle, thresholds.end());
+    return *middle;
+  };
 
   const int last = options.warmup + options.iterations;
   for (int t = 0; t < last; ++t) {
@@ -189,11 +208,27 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
     int drift_count = 0, raw_drift_count = 0;
     // Candidates: one floor for the iteration, below every raw threshold reused and leaving k for a top-k.
     const double floor = candidates ? candidate_floor(source, raw_selectors, t, k, true, 1) : 0.0;
-    std::vector<SparseVector> all_candidates;
-    if (candidates) {
-      std::vector<RankId> ranks(static_cast<std::size_t>(P));
-      std::iota(ranks.begin(), ranks.end(), 0);
-      candidates_for_top_k(source, ranks, t, floor, std::vector<std::uint64_t>(ranks.size(), k), all_candidates);
+    std::vector<SparseVector> all_candidates, exact_candidates, reuse_candidates;
+    if (candidates)
+      candidates_for_top_k(source, all_ranks, t, floor, std::vector<std::uint64_t>(all_ranks.size(), k),
+                           all_candidates);
+    FreshGradientModel fresh;
+    std::vector<double> reuse_thresholds;
+    if (mean_field) { // acc = residual + gradient under each loop's mean-field residual
+      if (!source.fresh_model(t, 1, fresh))
+        throw std::invalid_argument("measure_gradient_stats: the mean-field residual needs a fresh-gradient model");
+      const double share = t > 0 ? MeanFieldResidual::kTopKFloorShare : 0.0;
+      const double exact_floor =
+          std::max(share * lowest(previous_threshold), candidate_floor_for_top_k(source, t, k, 1));
+      exact_residual.candidates_at_least(fresh, all_ranks, exact_floor, std::vector<std::uint64_t>(P, k),
+                                         exact_candidates);
+      std::vector<std::uint64_t> needed;
+      for (const LocalSelector& selector : selectors) {
+        needed.push_back(selector.reuse_threshold(t) ? 0 : k);
+        reuse_thresholds.push_back(selector.threshold());
+      }
+      const double reuse_floor = candidate_floor(source, selectors, t, k, false, 1, share * lowest(reuse_thresholds));
+      reuse_residual_model.candidates_at_least(fresh, all_ranks, reuse_floor, needed, reuse_candidates);
     }
     for (int r = 0; r < P; ++r) {
       SparseVector rank_candidates;
@@ -227,33 +262,45 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
         it.raw_reuse_mean_ratio += ratio / P;
         it.raw_reuse_max_ratio = std::max(it.raw_reuse_max_ratio, ratio);
       }
-      if (candidates)
+      if (candidates && !mean_field)
         continue;
 
-      // Error feedback with the exact top-k.
-      std::vector<float>& acc = residual[r];
-      for (std::uint64_t i = 0; i < n; ++i)
-        acc[i] += gradient[i];
-      selected[r] = select_topk(acc, k);
+      // Error feedback with the exact top-k: from the dense acc, or from the mean-field residual's candidates.
+      if (mean_field) {
+        const SparseVector& acc = exact_candidates[static_cast<std::size_t>(r)];
+        selected[r] = to_indices(select_topk(acc.values, k), acc.indices);
+      } else {
+        std::vector<float>& acc = residual[r];
+        for (std::uint64_t i = 0; i < n; ++i)
+          acc[i] += gradient[i];
+        selected[r] = select_topk(acc, k);
+        if (measured) {
+          it.acc_kurtosis += kurtosis(acc) / P;
+          it.gaussian_fit_ratio += gaussian_fit_ratio(acc, k) / P;
+        }
+        zero_selected(acc, selected[r]);
+      }
       const double threshold = smallest_magnitude(selected[r]);
       if (measured) {
-        it.acc_kurtosis += kurtosis(acc) / P;
         it.selected_kurtosis += kurtosis(selected[r].values) / P;
-        it.gaussian_fit_ratio += gaussian_fit_ratio(acc, k) / P;
         if (!std::isnan(previous_threshold[r]) && previous_threshold[r] > 0) {
           drift_sum += std::fabs(threshold / previous_threshold[r] - 1);
           ++drift_count;
         }
       }
       previous_threshold[r] = threshold;
-      zero_selected(acc, selected[r]);
 
       // Error feedback with Ok-Topk's threshold reuse.
-      std::vector<float>& reuse_acc = reuse_residual[r];
-      for (std::uint64_t i = 0; i < n; ++i)
-        reuse_acc[i] += gradient[i];
-      const SparseVector reused = selectors[r].select(reuse_acc, k, t, traffic);
-      zero_selected(reuse_acc, reused);
+      SparseVector reused;
+      if (mean_field) {
+        reused = selectors[r].select_candidates(reuse_candidates[static_cast<std::size_t>(r)], n, k, t, traffic);
+      } else {
+        std::vector<float>& reuse_acc = reuse_residual[r];
+        for (std::uint64_t i = 0; i < n; ++i)
+          reuse_acc[i] += gradient[i];
+        reused = selectors[r].select(reuse_acc, k, t, traffic);
+        zero_selected(reuse_acc, reused);
+      }
       if (measured) {
         const double ratio = static_cast<double>(reused.size()) / static_cast<double>(k);
         reuse_ratios.push_back(ratio);
@@ -262,12 +309,22 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
       }
     }
 
+    if (mean_field) { // both residuals move on: what stayed below the ranks' median threshold
+      exact_residual.update(fresh, median_of_thresholds(previous_threshold), 1);
+      std::vector<double> thresholds;
+      for (const LocalSelector& selector : selectors)
+        thresholds.push_back(selector.threshold());
+      reuse_residual_model.update(fresh, median_of_thresholds(thresholds), 1);
+    }
     if (measured) {
-      if (candidates) {
+      if (candidates) // no whole acc or gradient to take the kurtosis of, nor to fit a normal to
+        for (double IterationStats::*field :
+             {&IterationStats::acc_kurtosis, &IterationStats::gaussian_fit_ratio, &IterationStats::raw_kurtosis})
+          it.*field = kNaN;
+      if (candidates && !mean_field) {
         for (double IterationStats::*field :
              {&IterationStats::jaccard, &IterationStats::union_ratio, &IterationStats::overlap_previous,
-              &IterationStats::region_imbalance, &IterationStats::acc_kurtosis, &IterationStats::threshold_drift,
-              &IterationStats::gaussian_fit_ratio, &IterationStats::raw_kurtosis, &IterationStats::reuse_mean_ratio,
+              &IterationStats::region_imbalance, &IterationStats::threshold_drift, &IterationStats::reuse_mean_ratio,
               &IterationStats::reuse_max_ratio, &IterationStats::selected_kurtosis})
           it.*field = kNaN;
       } else {
@@ -285,7 +342,7 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
       for (int r = 0; r < P; ++r) {
         raw_total += raw_selected[r].size();
         raw_output += count_in_range(raw_selected[r], options.output_begin, options.output_end);
-        if (!candidates) {
+        if (!candidates || mean_field) {
           selected_total += selected[r].size();
           selected_output += count_in_range(selected[r], options.output_begin, options.output_end);
         }
@@ -372,8 +429,12 @@ std::string format_gradient_stats(const GradientStats& stats)
   const IterationStats& m = stats.median;
   std::string text = fmt::format("P = {}, n = {}, k = {}; medians over {} iteration(s) after {} of warm-up\n", o.ranks,
                                  o.n, o.k, o.iterations, o.warmup);
-  if (stats.candidates)
-    text += "candidates generation: no dense vector, so no error feedback and no kurtosis of whole gradients (nan)\n";
+  if (stats.candidates && o.mean_field)
+    text += "candidates generation: error feedback by the mean-field residual; no dense vector, so no kurtosis of "
+            "whole gradients and no normal fit (nan)\n";
+  else if (stats.candidates)
+    text += "candidates generation: no dense vector, so no error feedback (selection.residual \"mean_field\" models "
+            "it) and no kurtosis of whole gradients (nan)\n";
   auto line = [&](const char* name, double value, const char* real) {
     text += fmt::format("  {:<52} {:>9.4g}   real: {}\n", name, value, real);
   };

@@ -36,6 +36,9 @@ struct GradientStatsOptions {
   // The output layer's index range [output_begin, output_end); empty: its share is not measured.
   std::uint64_t output_begin = 0;
   std::uint64_t output_end = 0;
+  // With the candidates generation: run the error-feedback loops with the mean-field residual (else their
+  // figures are NaN).
+  bool mean_field = false;
 };
 
 // The figures of one measured iteration. Undefined values (e.g. overlap with a previous iteration in the

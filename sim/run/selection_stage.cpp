@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <exception>
+#include <limits>
 #include <span>
 #include <thread>
 
@@ -22,7 +22,7 @@ void SelectionStage::prepare(int iteration, int threads)
     // With the mean-field residual, acc outgrows the fresh gradient: an exact top-k's floor is also kept near the
     // ranks' last thresholds (a rank short of k candidates draws again from half the floor).
     const double top_k_floor_at_least =
-        mean_field_ && iteration > 0 ? kTopKFloorShare * lowest_last_threshold() : 0.0;
+        mean_field_ && iteration > 0 ? MeanFieldResidual::kTopKFloorShare * lowest_last_threshold() : 0.0;
     floor_ = candidate_floor(*config_.gradients, selectors_, iteration, config_.workload.k, false, threads,
                              top_k_floor_at_least);
     if (mean_field_) {
@@ -98,14 +98,7 @@ void SelectionStage::draw_candidates(std::span<const RankId> ranks, int iteratio
     candidates_for_top_k(*config_.gradients, ranks, iteration, floor_, needed, out);
     return;
   }
-  mean_field_->candidates(fresh_, ranks, floor_, out);
-  std::vector<SparseVector> again;
-  for (std::size_t s = 0; s < ranks.size(); ++s)
-    for (double lower = floor_; out[s].size() < needed[s] && lower > 0;) {
-      lower = lower > 1e-30 * floor_ ? lower / 2 : 0.0;
-      mean_field_->candidates(fresh_, ranks.subspan(s, 1), lower, again);
-      out[s] = std::move(again[0]);
-    }
+  mean_field_->candidates_at_least(fresh_, ranks, floor_, needed, out);
 }
 
 SparseVector SelectionStage::take_and_charge(Communicator& comm)

@@ -78,9 +78,7 @@ private:
     Seconds host_seconds = 0; // the host time the selection took (compute "measured")
   };
 
-  static constexpr int kBatch = 8; // ranks whose candidates are drawn together
-  // The mean-field residual: an exact top-k's floor at least this share of the lowest last threshold.
-  static constexpr double kTopKFloorShare = 0.75;
+  static constexpr int kBatch = 8;      // ranks whose candidates are drawn together
   double lowest_last_threshold() const; // over the ranks' last selections
 
   // The rank's acc and selection: from its candidates when given, else from its dense gradient.
