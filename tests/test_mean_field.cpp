@@ -238,7 +238,7 @@ nlohmann::json validation_config(const std::string& algorithm, const std::string
 }
 
 struct RunFigures {
-  double reuse_m = 0;      // median over iterations 8-47 of sum_r m_r / (P k), Ok-Topk's threshold-reuse ones
+  double reuse_m = 0;      // median over iterations 8-47 of sum_r m_r / (P k) (Ok-Topk: its threshold-reuse ones)
   double result = 0;       // median over iterations 8-47 of |U| / k
   double busiest_recv = 0; // median bytes received by the busiest rank
 };
@@ -289,6 +289,19 @@ TEST(MeanFieldRuns, TopkaUnionMatchesTheDenseResidual)
   const RunFigures dense = run_figures("topka", "dense", 2);
   const RunFigures model = run_figures("topka", "mean_field", 2);
   EXPECT_NEAR(model.result / dense.result, 1.0, 0.10);
+}
+
+TEST(MeanFieldRuns, GaussiankMatchesTheDenseResidual)
+{
+  // Gaussiank from candidates: its normal fit from the model's acc; the selected count and |U| (the union its
+  // allgatherv delivers) within 10% of the oracle's. Without a residual it is refused (no fit of acc).
+  const RunFigures dense = run_figures("gaussiank", "dense", 1);
+  const RunFigures model = run_figures("gaussiank", "mean_field", 1);
+  EXPECT_NEAR(model.reuse_m / dense.reuse_m, 1.0, 0.10);
+  EXPECT_NEAR(model.result / dense.result, 1.0, 0.10);
+  const CliResult none = run_config(validation_config("gaussiank", "none", 1), "gaussiank-none");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.output.find("selection.policy"), std::string::npos) << none.output;
 }
 
 TEST(MeanFieldRuns, SameResultsForAnyThreadCount)

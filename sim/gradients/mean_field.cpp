@@ -83,6 +83,13 @@ struct ResidualLaw {
     return {k * m0, k * (centre * m0 + spread * m1),
             k * (centre * centre * m0 + 2 * centre * spread * m1 + spread * spread * m2)};
   }
+  Moments between_all() const
+  {
+    if (!has_nonzero())
+      return {};
+    return between(standard(low), beyond_low, density(standard(low)), standard(high), beyond_high,
+                   density(standard(high)));
+  }
   Moments between(double lo, double hi) const
   {
     if (!has_nonzero() || hi <= lo)
@@ -543,6 +550,33 @@ void MeanFieldResidual::sample(const Plan& plan, const FreshGradientModel& fresh
     out.indices[e] = kept[e].first;
     out.values[e] = kept[e].second;
   }
+}
+
+MeanFieldResidual::AccSums MeanFieldResidual::acc_sums(const FreshGradientModel& fresh, int threads) const
+{
+  // Per entry: acc = R + g, g = mean + noise X when the row is present (probability p), else 0:
+  // E[acc] = E[R] + p mean, E[acc^2] = E[R^2] + p (2 mean E[R] + mean^2 + noise^2 E[X^2]). Summed in fixed blocks.
+  constexpr std::size_t kBlock = std::size_t{1} << 16;
+  std::vector<AccSums> blocks((n_ + kBlock - 1) / kBlock);
+  const double x2 = fresh.magnitude->second_moment();
+  parallel_blocks(n_, kBlock, threads, [&](std::size_t begin, std::size_t end) {
+    AccSums& part = blocks[begin / kBlock];
+    for (std::size_t i = begin; i < end; ++i) {
+      const auto index = static_cast<Index>(i);
+      const Moments r =
+          nonzero_.empty() ? Moments{} : ResidualLaw(nonzero_[i], centre_[i], spread_[i], truncation_).between_all();
+      const double p = fresh.maybe_absent(index) ? fresh.presence(index) : 1.0;
+      const double m = fresh.mean[i], s = fresh.noise[i];
+      part.sum += r.first + p * m;
+      part.squares += r.second + p * (2 * m * r.first + m * m + s * s * x2);
+    }
+  });
+  AccSums total;
+  for (const AccSums& part : blocks) {
+    total.sum += part.sum;
+    total.squares += part.squares;
+  }
+  return total;
 }
 
 void MeanFieldResidual::update(const FreshGradientModel& fresh, double truncation, int threads)

@@ -70,6 +70,12 @@ public:
   // floor, down to every nonzero entry.
   void candidates_at_least(const FreshGradientModel& fresh, std::span<const RankId> ranks, double floor,
                            std::span<const std::uint64_t> needed, std::vector<SparseVector>& out) const;
+  // E[sum_i acc_i] and E[sum_i acc_i^2] over the n entries of a rank's acc = residual + gradient under the shared
+  // distribution (carried stores not included): what a normal fit of acc (Gaussiank) sees.
+  struct AccSums {
+    double sum = 0, squares = 0;
+  };
+  AccSums acc_sums(const FreshGradientModel& fresh, int threads) const;
   // After every rank selected from this iteration's acc: the shared distribution moves on to the residual left
   // by truncating acc at `truncation`.
   void update(const FreshGradientModel& fresh, double truncation, int threads);

@@ -97,10 +97,6 @@ SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_po
 {
   SelectionConfig config;
   config.policy = selection.get_enum("policy", kSelectionPolicyNames, default_policy);
-  if (candidates && config.policy == SelectionPolicy::gaussian)
-    selection.fail("policy", "gaussian",
-                   "\"exact\" or \"threshold_reuse\" with gradients.generation \"candidates\" (a normal fit needs the "
-                   "whole accumulated gradient, which the scale mode does not produce; docs/gradients.md)");
   config.reevaluate_every = static_cast<int>(selection.get_int("reevaluate_every", 32, 1, 1'000'000));
   config.warmup_iterations = static_cast<int>(selection.get_int("warmup_iterations", 0, 0, 1'000'000));
   config.rules = threshold_rules(selection.get_enum("rules", {"vgg", "lstm", "bert"}, "vgg"));
@@ -114,6 +110,11 @@ SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_po
     selection.fail("residual", "mean_field",
                    "\"dense\" or \"none\": the mean-field residual models error feedback for gradients.generation "
                    "\"candidates\" of the calibrated source (docs/gradients.md)");
+  if (candidates && config.policy == SelectionPolicy::gaussian && config.residual != ResidualKind::mean_field)
+    selection.fail("policy", "gaussian",
+                   "\"exact\" or \"threshold_reuse\" with gradients.generation \"candidates\" and residual \"none\" "
+                   "(a normal fit needs the whole accumulated gradient: selection.residual \"mean_field\" models it; "
+                   "docs/gradients.md)");
   if (config.residual == ResidualKind::mean_field)
     config.carried_cap = selection.get_number("carried_cap", config.carried_cap, 0.0, 1e6);
   config.top_k = selection.get_enum("top_k", kTopKRuleNames, TopKRule::exact);
@@ -194,6 +195,12 @@ SparseVector LocalSelector::select_candidates(const SparseVector& candidates, st
   return select_from(candidates.values, &candidates.indices, n, k, iteration, traffic, buffer);
 }
 
+SparseVector LocalSelector::select_candidates_gaussian(const SparseVector& candidates, std::uint64_t n, std::uint64_t k,
+                                                       double fit, SelectionTraffic& traffic, SparseVector* buffer)
+{
+  return select_from(candidates.values, &candidates.indices, n, k, 0, traffic, buffer, fit);
+}
+
 void LocalSelector::keep_strictly_above_threshold(SparseVector& selection)
 {
   std::size_t kept = 0;
@@ -211,7 +218,8 @@ void LocalSelector::keep_strictly_above_threshold(SparseVector& selection)
 }
 
 SparseVector LocalSelector::select_from(std::span<const float> acc, const std::vector<Index>* indices, std::uint64_t n,
-                                        std::uint64_t k, int iteration, SelectionTraffic& traffic, SparseVector* buffer)
+                                        std::uint64_t k, int iteration, SelectionTraffic& traffic, SparseVector* buffer,
+                                        std::optional<double> gaussian_fit)
 {
   // The kernel's output. An exact top-k from candidates keeps nearly all of them: a fresh vector with room for all,
   // its pages faulted in at once, becomes the selection (no copy; the candidates beyond the top k stay unused
@@ -245,10 +253,13 @@ SparseVector LocalSelector::select_from(std::span<const float> acc, const std::v
   const std::uint64_t pass = 4 * n;
   dropped_.clear();
   if (config_.policy == SelectionPolicy::gaussian) {
-    if (indices)
-      throw std::logic_error("selection policy \"gaussian\" fits the whole acc, not candidates");
-    // The fitted and corrected threshold; the selection is the last count's pass, writing its pairs.
-    used_threshold_ = corrected_gaussian_threshold(acc, k, traffic);
+    if (indices && !gaussian_fit)
+      throw std::logic_error("selection policy \"gaussian\" from candidates needs the fit of the whole acc");
+    // The fitted and corrected threshold; the selection is the last count's pass, writing its pairs. The fit
+    // reads acc twice (the mean, then the standard deviation), from candidates as from the dense acc.
+    traffic.bytes_read += 2 * pass;
+    used_threshold_ =
+        corrected_gaussian_threshold(acc, gaussian_fit ? *gaussian_fit : gaussian_fit_threshold(acc, k), n, k, traffic);
     select_above(acc, static_cast<float>(used_threshold_), out);
     SparseVector selection = finish();
     traffic.bytes_written += 8 * selection.size();
@@ -295,13 +306,12 @@ SparseVector LocalSelector::select_from(std::span<const float> acc, const std::v
   return selection;
 }
 
-double LocalSelector::corrected_gaussian_threshold(std::span<const float> acc, std::uint64_t k,
-                                                   SelectionTraffic& traffic) const
+double LocalSelector::corrected_gaussian_threshold(std::span<const float> acc, double fit, std::uint64_t n,
+                                                   std::uint64_t k, SelectionTraffic& traffic) const
 {
-  const std::uint64_t pass = 4 * acc.size();
+  const std::uint64_t pass = 4 * n;
   const GaussianCorrection& correction = config_.rules.gaussian;
-  double threshold = gaussian_fit_threshold(acc, k);
-  traffic.bytes_read += 2 * pass; // the mean, then the standard deviation
+  double threshold = fit;
   auto count = [&] {
     traffic.bytes_read += pass;
     return count_above(acc, static_cast<float>(threshold));

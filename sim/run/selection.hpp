@@ -211,6 +211,10 @@ public:
   // for an exact top-k, at least k candidates exceed it. The traffic is the dense kernel's (n entries).
   SparseVector select_candidates(const SparseVector& candidates, std::uint64_t n, std::uint64_t k, int iteration,
                                  SelectionTraffic& traffic, SparseVector* buffer = nullptr);
+  // Policy "gaussian" from candidates: the normal fit's threshold `fit` comes from a model of the whole acc (its
+  // mean and standard deviation); exact when the floor is at most the fit after its largest downward correction.
+  SparseVector select_candidates_gaussian(const SparseVector& candidates, std::uint64_t n, std::uint64_t k, double fit,
+                                          SelectionTraffic& traffic, SparseVector* buffer = nullptr);
   // The threshold the selection of `iteration` starts from when it reuses one (raising only increases it);
   // nothing when it is an exact top-k (policy "exact", no threshold yet, or a re-evaluation iteration).
   std::optional<double> reuse_threshold(int iteration) const;
@@ -222,11 +226,13 @@ public:
 private:
   // select() over the values of acc; `indices` maps their positions to indices (nullptr: the identity).
   SparseVector select_from(std::span<const float> values, const std::vector<Index>* indices, std::uint64_t n,
-                           std::uint64_t k, int iteration, SelectionTraffic& traffic, SparseVector* buffer);
+                           std::uint64_t k, int iteration, SelectionTraffic& traffic, SparseVector* buffer,
+                           std::optional<double> gaussian_fit = std::nullopt);
   // top_k "strictly_above_kth...": removes the entries at the threshold (the k-th magnitude, and its ties).
   void keep_strictly_above_threshold(SparseVector& selection);
-  // The threshold of policy "gaussian": the fit, then the correction; counts a pass per count it makes.
-  double corrected_gaussian_threshold(std::span<const float> acc, std::uint64_t k, SelectionTraffic& traffic) const;
+  // The threshold of policy "gaussian": the fit, corrected; counts a pass over n entries per count it makes.
+  double corrected_gaussian_threshold(std::span<const float> acc, double fit, std::uint64_t n, std::uint64_t k,
+                                      SelectionTraffic& traffic) const;
 
   SelectionConfig config_;
   double threshold_ = 0; // the threshold the next reuse starts from

@@ -19,15 +19,23 @@ void SelectionStage::prepare(int iteration, int threads)
   ranks_prepared_ = 0;
   const auto shared_start = std::chrono::steady_clock::now();
   if (candidates_) {
-    // With the mean-field residual, acc outgrows the fresh gradient: an exact top-k's floor is also kept near the
-    // ranks' last thresholds (a rank short of k candidates draws again from half the floor).
-    const double top_k_floor_at_least =
-        mean_field_ && iteration > 0 ? MeanFieldResidual::kTopKFloorShare * lowest_last_threshold() : 0.0;
-    floor_ = candidate_floor(*config_.gradients, selectors_, iteration, config_.workload.k, false, threads,
-                             top_k_floor_at_least);
+    if (mean_field_ && !config_.gradients->fresh_model(iteration, threads, fresh_))
+      throw std::logic_error("selection.residual \"mean_field\" needs a source with a fresh-gradient model");
+    if (gaussian_) {
+      // Gaussiank (only with the mean-field residual): the normal fit of the whole acc from the model, and the
+      // floor below the fit after its largest downward correction.
+      gaussian_fit_ = model_gaussian_fit();
+      const GaussianCorrection& correction = config_.selection.rules.gaussian;
+      floor_ = std::max(0.0, gaussian_fit_) / std::pow(correction.lower_divisor, correction.lower_rounds);
+    } else {
+      // With the mean-field residual, acc outgrows the fresh gradient: an exact top-k's floor is also kept near
+      // the ranks' last thresholds (a rank short of k candidates draws again from half the floor).
+      const double top_k_floor_at_least =
+          mean_field_ && iteration > 0 ? MeanFieldResidual::kTopKFloorShare * lowest_last_threshold() : 0.0;
+      floor_ = candidate_floor(*config_.gradients, selectors_, iteration, config_.workload.k, false, threads,
+                               top_k_floor_at_least);
+    }
     if (mean_field_) {
-      if (!config_.gradients->fresh_model(iteration, threads, fresh_))
-        throw std::logic_error("selection.residual \"mean_field\" needs a source with a fresh-gradient model");
       mean_field_->prepare(fresh_, floor_, threads);
     } else {
       config_.gradients->prepare_candidates(iteration, floor_, threads);
@@ -50,7 +58,7 @@ void SelectionStage::prepare(int iteration, int threads)
         for (RankId rank = begin; rank < std::min(config_.ranks, begin + batch); ++rank) {
           ranks.push_back(rank);
           // Enough candidates for an exact top-k; a reused threshold is at least the floor.
-          needed.push_back(selectors_[rank].reuse_threshold(iteration) ? 0 : config_.workload.k);
+          needed.push_back(gaussian_ || selectors_[rank].reuse_threshold(iteration) ? 0 : config_.workload.k);
         }
         if (candidates_)
           draw_candidates(ranks, iteration, needed, candidates);
@@ -81,6 +89,17 @@ void SelectionStage::prepare(int iteration, int threads)
     std::nth_element(thresholds.begin(), middle, thresholds.end());
     mean_field_->update(fresh_, *middle, threads);
   }
+}
+
+double SelectionStage::model_gaussian_fit() const
+{
+  // mean + z sigma over the n entries (sigma with the n - 1 divisor, as gaussian_fit_threshold), from the expected
+  // sums under the mean-field residual.
+  const MeanFieldResidual::AccSums sums = mean_field_->acc_sums(fresh_, 1);
+  const auto n = static_cast<double>(config_.workload.n), k = static_cast<double>(config_.workload.k);
+  const double mean = sums.sum / n;
+  const double variance = n > 1 ? std::max(0.0, (sums.squares - n * mean * mean) / (n - 1)) : 0.0;
+  return mean + normal_two_sided_quantile(k / n) * std::sqrt(variance);
 }
 
 double SelectionStage::lowest_last_threshold() const
@@ -148,9 +167,14 @@ void SelectionStage::prepare_rank(RankId rank, int iteration, std::vector<float>
   const auto wall_start = std::chrono::steady_clock::now();
   // The kernels write into the thread's buffer; the selection, which lives through the iteration beside P - 1
   // others, is a copy of its size.
-  prepared.selection =
-      candidates ? selector.select_candidates(*candidates, config_.workload.n, k, iteration, prepared.traffic, &buffer)
-                 : selector.select(acc, k, iteration, prepared.traffic, &buffer);
+  if (candidates && gaussian_)
+    prepared.selection = selector.select_candidates_gaussian(*candidates, config_.workload.n, k, gaussian_fit_,
+                                                             prepared.traffic, &buffer);
+  else if (candidates)
+    prepared.selection =
+        selector.select_candidates(*candidates, config_.workload.n, k, iteration, prepared.traffic, &buffer);
+  else
+    prepared.selection = selector.select(acc, k, iteration, prepared.traffic, &buffer);
   prepared.host_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 }
 

@@ -36,6 +36,7 @@ public:
       : config_(config)
       , keep_residual_(config.selection.residual == ResidualKind::dense)
       , candidates_(config.gradients->generates_candidates())
+      , gaussian_(candidates_ && config.selection.policy == SelectionPolicy::gaussian)
       , within_collective_(config.selects_within_collective())
       , residuals_(keep_residual_ || within_collective_ ? config.ranks : 0)
       , selectors_(config.ranks, LocalSelector(config.selection))
@@ -80,6 +81,7 @@ private:
 
   static constexpr int kBatch = 8;      // ranks whose candidates are drawn together
   double lowest_last_threshold() const; // over the ranks' last selections
+  double model_gaussian_fit() const;    // policy "gaussian" from candidates: the fit of acc under the model
 
   // The rank's acc and selection: from its candidates when given, else from its dense gradient.
   // `buffer`: the preparing thread's output buffer for the kernels.
@@ -93,6 +95,7 @@ private:
   const ExperimentConfig& config_;
   bool keep_residual_;
   bool candidates_;
+  bool gaussian_;          // policy "gaussian" from candidates (with the mean-field residual)
   bool within_collective_; // the collective selects from the acc (residuals_ holds it, residual or not)
   double floor_ = 0;       // this iteration's candidate floor
   Seconds shared_seconds_ = 0;
@@ -100,6 +103,7 @@ private:
   std::vector<LocalSelector> selectors_;      // [rank]: the reused thresholds
   std::unique_ptr<MeanFieldResidual> mean_field_;
   FreshGradientModel fresh_; // the iteration's fresh gradient, for the mean-field residual
+  double gaussian_fit_ = 0;  // policy "gaussian" from candidates: this iteration's fit
   std::atomic<int> ranks_prepared_ = 0;
   std::vector<Prepared> prepared_; // [rank]: this iteration's selections
   // reevaluation_residual "reference_searchsorted": U's indices by magnitude, sorted once for the ranks that
