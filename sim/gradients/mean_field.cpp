@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <stdexcept>
 
@@ -20,7 +21,6 @@ constexpr double kLeftOut = 0x1.0p-60;
 // Edges of an entry's pieces around the points where R alone reaches +-floor, in units of the noise's amplitude:
 // within a piece the chance to exceed the floor changes by at most a factor the noise's tail sets.
 constexpr std::array<double, 11> kOffsets{-8, -4, -2, -1, -0.5, 0, 0.5, 1, 2, 4, 8};
-constexpr int kMaxEdges = 2 * static_cast<int>(kOffsets.size()) + 2;
 // The truncated normal's support is cut at 9 standard deviations from its centre (a mass below 2e-19).
 constexpr double kSupportSpread = 9;
 
@@ -251,7 +251,7 @@ MeanFieldResidual::EntryState filter_entry(double m, double s, const ResidualLaw
   const double x2 = noise.second_moment();
   // With the fresh gradient: the whole, minus what leaves (|acc| > truncation). Within a piece of R between two
   // edges, what leaves is integrated by three nodes, exact where it is quadratic in R.
-  const Moments residual = law.has_nonzero() ? law.between(law.low, law.high) : Moments{};
+  const Moments residual = law.between_all();
   double in0 = 1, in1 = m + residual.first, in2 = m * m + 2 * m * residual.first + residual.second + s * s * x2;
   auto leave_at = [&](double r, const NoiseMagnitude::Partial& up, const NoiseMagnitude::Partial& down, double weight) {
     const double c = m + r;
@@ -601,6 +601,22 @@ void MeanFieldResidual::update(const FreshGradientModel& fresh, double truncatio
   truncation_ = truncation;
   std::lock_guard lock(plan_mutex_);
   plans_.clear();
+}
+
+double MeanFieldResidual::top_k_floor_at_least(std::span<const double> thresholds)
+{
+  double lowest = std::numeric_limits<double>::infinity();
+  for (const double threshold : thresholds)
+    if (threshold >= 0)
+      lowest = std::min(lowest, threshold);
+  return std::isfinite(lowest) ? kTopKFloorShare * lowest : 0.0;
+}
+
+double MeanFieldResidual::truncation_of(std::vector<double> thresholds)
+{
+  const auto middle = thresholds.begin() + static_cast<std::ptrdiff_t>(thresholds.size() / 2);
+  std::nth_element(thresholds.begin(), middle, thresholds.end());
+  return *middle;
 }
 
 void MeanFieldResidual::carry(RankId rank, SparseVector kept)

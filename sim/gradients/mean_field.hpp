@@ -94,6 +94,10 @@ public:
   // acc outgrows the fresh gradient: an exact top-k's candidates floor is kept at least at this share of the
   // ranks' lowest last threshold (the fresh gradient's floor would draw several times the candidates needed).
   static constexpr double kTopKFloorShare = 0.75;
+  // From the ranks' last thresholds (NaN: none yet): that floor (0 before any threshold), and the truncation of
+  // the next update (their upper median).
+  static double top_k_floor_at_least(std::span<const double> thresholds);
+  static double truncation_of(std::vector<double> thresholds);
 
   // The shared distribution of entry i (tests and statistics).
   struct EntryState {

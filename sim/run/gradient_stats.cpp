@@ -185,18 +185,6 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
   MeanFieldResidual exact_residual(mean_field ? n : 0, P, 0), reuse_residual_model(mean_field ? n : 0, P, 0);
   std::vector<RankId> all_ranks(static_cast<std::size_t>(P));
   std::iota(all_ranks.begin(), all_ranks.end(), 0);
-  auto lowest = [](std::span<const double> thresholds) { // 0 before any threshold
-    double low = std::numeric_limits<double>::infinity();
-    for (const double threshold : thresholds)
-      if (threshold >= 0)
-        low = std::min(low, threshold);
-    return std::isfinite(low) ? low : 0.0;
-  };
-  auto median_of_thresholds = [](std::vector<double> thresholds) {
-    const auto middle = thresholds.begin() + static_cast<std::ptrdiff_t>(thresholds.size() / 2);
-    std::nth_element(thresholds.begin(), middle, thresholds.end());
-    return *middle;
-  };
 
   const int last = options.warmup + options.iterations;
   for (int t = 0; t < last; ++t) {
@@ -217,9 +205,8 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
     if (mean_field) { // acc = residual + gradient under each loop's mean-field residual
       if (!source.fresh_model(t, 1, fresh))
         throw std::invalid_argument("measure_gradient_stats: the mean-field residual needs a fresh-gradient model");
-      const double share = t > 0 ? MeanFieldResidual::kTopKFloorShare : 0.0;
-      const double exact_floor =
-          std::max(share * lowest(previous_threshold), candidate_floor_for_top_k(source, t, k, 1));
+      const double exact_floor = std::max(MeanFieldResidual::top_k_floor_at_least(previous_threshold),
+                                          candidate_floor_for_top_k(source, t, k, 1));
       exact_residual.candidates_at_least(fresh, all_ranks, exact_floor, std::vector<std::uint64_t>(P, k),
                                          exact_candidates);
       std::vector<std::uint64_t> needed;
@@ -227,7 +214,8 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
         needed.push_back(selector.reuse_threshold(t) ? 0 : k);
         reuse_thresholds.push_back(selector.threshold());
       }
-      const double reuse_floor = candidate_floor(source, selectors, t, k, false, 1, share * lowest(reuse_thresholds));
+      const double reuse_floor =
+          candidate_floor(source, selectors, t, k, false, 1, MeanFieldResidual::top_k_floor_at_least(reuse_thresholds));
       reuse_residual_model.candidates_at_least(fresh, all_ranks, reuse_floor, needed, reuse_candidates);
     }
     for (int r = 0; r < P; ++r) {
@@ -310,11 +298,11 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
     }
 
     if (mean_field) { // both residuals move on: what stayed below the ranks' median threshold
-      exact_residual.update(fresh, median_of_thresholds(previous_threshold), 1);
+      exact_residual.update(fresh, MeanFieldResidual::truncation_of(previous_threshold), 1);
       std::vector<double> thresholds;
       for (const LocalSelector& selector : selectors)
         thresholds.push_back(selector.threshold());
-      reuse_residual_model.update(fresh, median_of_thresholds(thresholds), 1);
+      reuse_residual_model.update(fresh, MeanFieldResidual::truncation_of(thresholds), 1);
     }
     if (measured) {
       if (candidates) // no whole acc or gradient to take the kurtosis of, nor to fit a normal to

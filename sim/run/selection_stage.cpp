@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
-#include <limits>
 #include <span>
 #include <thread>
 
@@ -31,7 +30,7 @@ void SelectionStage::prepare(int iteration, int threads)
       // With the mean-field residual, acc outgrows the fresh gradient: an exact top-k's floor is also kept near
       // the ranks' last thresholds (a rank short of k candidates draws again from half the floor).
       const double top_k_floor_at_least =
-          mean_field_ && iteration > 0 ? MeanFieldResidual::kTopKFloorShare * lowest_last_threshold() : 0.0;
+          mean_field_ ? MeanFieldResidual::top_k_floor_at_least(last_thresholds()) : 0.0;
       floor_ = candidate_floor(*config_.gradients, selectors_, iteration, config_.workload.k, false, threads,
                                top_k_floor_at_least);
     }
@@ -82,12 +81,7 @@ void SelectionStage::prepare(int iteration, int threads)
       std::rethrow_exception(failure);
   // The mean-field residual moves on: what stayed below the ranks' median threshold.
   if (mean_field_) {
-    std::vector<double> thresholds;
-    for (const LocalSelector& selector : selectors_)
-      thresholds.push_back(selector.threshold());
-    const auto middle = thresholds.begin() + static_cast<std::ptrdiff_t>(thresholds.size() / 2);
-    std::nth_element(thresholds.begin(), middle, thresholds.end());
-    mean_field_->update(fresh_, *middle, threads);
+    mean_field_->update(fresh_, MeanFieldResidual::truncation_of(last_thresholds()), threads);
   }
 }
 
@@ -102,12 +96,12 @@ double SelectionStage::model_gaussian_fit() const
   return mean + normal_two_sided_quantile(k / n) * std::sqrt(variance);
 }
 
-double SelectionStage::lowest_last_threshold() const
+std::vector<double> SelectionStage::last_thresholds() const
 {
-  double lowest = std::numeric_limits<double>::infinity();
+  std::vector<double> thresholds;
   for (const LocalSelector& selector : selectors_)
-    lowest = std::min(lowest, selector.threshold());
-  return std::isfinite(lowest) ? lowest : 0.0;
+    thresholds.push_back(selector.threshold());
+  return thresholds;
 }
 
 void SelectionStage::draw_candidates(std::span<const RankId> ranks, int iteration,

@@ -79,9 +79,9 @@ private:
     Seconds host_seconds = 0; // the host time the selection took (compute "measured")
   };
 
-  static constexpr int kBatch = 8;      // ranks whose candidates are drawn together
-  double lowest_last_threshold() const; // over the ranks' last selections
-  double model_gaussian_fit() const;    // policy "gaussian" from candidates: the fit of acc under the model
+  static constexpr int kBatch = 8;             // ranks whose candidates are drawn together
+  std::vector<double> last_thresholds() const; // of the ranks' last selections
+  double model_gaussian_fit() const;           // policy "gaussian" from candidates: the fit of acc under the model
 
   // The rank's acc and selection: from its candidates when given, else from its dense gradient.
   // `buffer`: the preparing thread's output buffer for the kernels.
