@@ -11,7 +11,7 @@ case "$mode" in
   *) echo "usage: bash scripts/setup.sh [main]" >&2; exit 2 ;;
 esac
 
-packages=(cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev nlohmann-json3-dev libfmt-dev zlib1g-dev libsleef-dev
+packages=(cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev libboost-context-dev nlohmann-json3-dev libfmt-dev zlib1g-dev libsleef-dev
           python3-matplotlib dataset-fashion-mnist)
 if [ "$mode" = all ]; then
   packages+=(libgtest-dev

@@ -160,8 +160,6 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
       {"config", resolved},
       {"config_hash", config_hash(resolved)},
       {"git_revision", provenance.git_revision},
-      {"simgrid_version", provenance.simgrid_version},
-      {"simgrid_options", simgrid_options(config.network)},
       {"seed", config.seed},
       {"command_line", provenance.command_line},
       {"wire_format", config.workload.wire.describe()},
@@ -197,6 +195,10 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
       {"files", {"results.csv", "ranks.csv", "links.csv"}},
   };
 
+  if (!config.network.fibers()) { // SimGrid ran: its actors, and its flows unless the model is the link-level one
+    manifest["simgrid_version"] = provenance.simgrid_version;
+    manifest["simgrid_options"] = simgrid_options(config.network);
+  }
   if (config.topology->adaptive_routing().candidates > 0)
     manifest["nonminimal_routes"] = output.nonminimal_routes; // of the run's simulated_messages
   if (output.mean_field) // selection.residual "mean_field": its memory beside the estimate's
@@ -205,7 +207,7 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
                               {"carried_largest_store", output.mean_field->carried_largest},
                               {"carried_evicted_entries", output.mean_field->carried_evicted}};
   if (!config.network.simgrid_flows())
-    manifest["rank_parks"] = output.rank_parks; // the link-level model's actor switches (host cost, not a result)
+    manifest["rank_parks"] = output.rank_parks; // the link-level model's rank switches (host cost, not a result)
   // Every file is complete under its temporary name before any is published, so the folder holds a mix of
   // old and new files only for the renames. The manifest vouches for the others: the old one goes
   // first, the new one is published last.

@@ -172,6 +172,25 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
                         "static routing with network.model \"" + config.network.model +
                             "\" (SimGrid's flows keep static routes); \"" + config.topology->routing() +
                             "\" needs network.model \"" + NetworkOptions::kLinkLevel + "\"");
+    config.network.runtime = network.get_enum("runtime", {NetworkOptions::kSimGridActors, NetworkOptions::kFibers},
+                                              std::string(NetworkOptions::kSimGridActors));
+    if (config.network.fibers() && config.network.simgrid_flows())
+      throw ConfigError("network.runtime", "\"fibers\"",
+                        "\"simgrid\" with network.model \"" + config.network.model +
+                            "\" (SimGrid's flows time SimGrid's actors); fibers need network.model \"" +
+                            NetworkOptions::kLinkLevel + "\"");
+    if (network.has("fiber_stack")) {
+      const std::string text = network.get_string("fiber_stack");
+      const std::optional<Bytes> stack = parse_bytes(text);
+      if (!stack || *stack < NetworkOptions::kMinFiberStack || *stack > NetworkOptions::kMaxFiberStack)
+        network.fail("fiber_stack", text,
+                     fmt::format("a size between {} and {} (\"256KiB\")",
+                                 format_bytes(double(NetworkOptions::kMinFiberStack)),
+                                 format_bytes(double(NetworkOptions::kMaxFiberStack))));
+      if (!config.network.fibers())
+        network.fail("fiber_stack", text, "no fiber_stack unless network.runtime is \"fibers\"");
+      config.network.fiber_stack = static_cast<std::size_t>(*stack);
+    }
     network.finish();
   }
   {
@@ -212,7 +231,13 @@ nlohmann::json ExperimentConfig::resolved() const
       {"gradients", gradients->to_json()},
       {"selection", is_sparse() ? selection.to_json() : nlohmann::json(nullptr)},
       {"compute", compute.to_json()},
-      {"network", {{"model", network.model}, {"crosstraffic", network.crosstraffic}}},
+      {"network", network.fibers() ? nlohmann::json{{"model", network.model},
+                                                    {"crosstraffic", network.crosstraffic},
+                                                    {"runtime", network.runtime},
+                                                    {"fiber_stack", format_bytes(double(network.fiber_stack))}}
+                                   : nlohmann::json{{"model", network.model},
+                                                    {"crosstraffic", network.crosstraffic},
+                                                    {"runtime", network.runtime}}},
       {"simulation", {{"verify", verify}}},
   };
   if (!reference_code.empty())

@@ -1,5 +1,6 @@
 #include "sim/run/driver.hpp"
 
+#include "sim/network/fibers/fiber_ranks.hpp"
 #include "sim/network/link_level/transport.hpp"
 #include "sim/network/simgrid/engine.hpp"
 #include "sim/network/simgrid/parking.hpp"
@@ -17,10 +18,12 @@
 namespace sparsim {
 namespace {
 
-// The network model that moves the run's messages, and the hosts its rank actors run on.
+// The network model that moves the run's messages, and the runtime its ranks run in: SimGrid actors on
+// `rank_hosts`, or `fibers`.
 struct NetworkSetup {
   std::vector<simgrid::s4u::Host*> rank_hosts;
-  std::unique_ptr<ActorParking> parking; // the link-level model's
+  std::unique_ptr<RankParking> parking; // the link-level model's
+  FiberRanks* fibers = nullptr;         // the same parking, when the ranks are fibers
   std::unique_ptr<Transport> transport;
   const LinkLevelTransport* link_level = nullptr; // the same transport, when it is the link-level model's
 };
@@ -37,11 +40,17 @@ NetworkSetup set_up_network(const ExperimentConfig& config, const NetworkGraph& 
     setup.transport = std::make_unique<SimGridTransport>(setup.rank_hosts);
     return setup;
   }
-  // The link-level model: the actors share one host; the links live in the model.
-  static int platforms = 0; // one engine per process: every platform needs a new name
-  simgrid::s4u::Host* host = build_single_host_platform(fmt::format("link_level{}", platforms++));
-  setup.rank_hosts.assign(static_cast<std::size_t>(config.ranks), host);
-  setup.parking = std::make_unique<ActorParking>(config.ranks);
+  // The link-level model: the links live in the model; the ranks are fibers, or actors sharing one host.
+  if (config.network.fibers()) {
+    auto fibers = std::make_unique<FiberRanks>(config.ranks, config.network.fiber_stack);
+    setup.fibers = fibers.get();
+    setup.parking = std::move(fibers);
+  } else {
+    static int platforms = 0; // one engine per process: every platform needs a new name
+    simgrid::s4u::Host* host = build_single_host_platform(fmt::format("link_level{}", platforms++));
+    setup.rank_hosts.assign(static_cast<std::size_t>(config.ranks), host);
+    setup.parking = std::make_unique<ActorParking>(config.ranks);
+  }
   auto transport =
       std::make_unique<LinkLevelTransport>(config.ranks, *setup.parking, link_slot_specs(graph),
                                            link_route(*config.topology, rank_nodes, graph.edge_count(), config.seed));
@@ -131,7 +140,8 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
 {
   const auto wall_start = std::chrono::steady_clock::now();
 
-  start_engine(config.network);
+  if (!config.network.fibers())
+    start_engine(config.network);
   const std::vector<std::size_t> rank_nodes =
       place_ranks(config.placement, config.ranks, config.topology->node_count());
   const NetworkGraph graph = config.topology->graph(); // built once: the platform, routes and link labels
@@ -167,13 +177,15 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
 
   RunProgress display(options.show_progress, config.iterations, out.closed_form.messages, world, selection_stage.get());
   run.display = &display;
-  const int finished_ranks = run_rank_actors(network.rank_hosts, [&](RankId rank) {
+  const std::function<void(RankId)> rank_body = [&](RankId rank) {
     if (sparse_verifier)
       run_sparse_rank(run, *selection_stage, *sparse_verifier, dense_verifier, rank);
     else
       run_dense_rank(run, dense_verifier, rank);
     transport.rank_finished(rank);
-  });
+  };
+  const int finished_ranks =
+      network.fibers ? network.fibers->run(rank_body) : run_rank_actors(network.rank_hosts, rank_body);
   if (finished_ranks != config.ranks)
     throw std::runtime_error(fmt::format("deadlock: {} of {} ranks never finished (a receive without a matching "
                                          "send, or a send without a matching receive)",

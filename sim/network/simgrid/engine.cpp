@@ -1,5 +1,7 @@
 #include "sim/network/simgrid/engine.hpp"
 
+#include "sim/network/link_level/parking.hpp"
+
 #include <fmt/format.h>
 #include <simgrid/Exception.hpp>
 #include <simgrid/s4u/Actor.hpp>
@@ -51,6 +53,7 @@ simgrid::s4u::Engine& start_engine(const NetworkOptions& network)
 int run_rank_actors(const std::vector<simgrid::s4u::Host*>& rank_hosts, const std::function<void(RankId)>& body)
 {
   std::exception_ptr failure;
+  RankId failed_rank = -1;
   int finished = 0;
   for (RankId rank = 0; rank < static_cast<RankId>(rank_hosts.size()); ++rank) {
     simgrid::s4u::Actor::create(fmt::format("rank{}", rank), rank_hosts[rank], [&, rank] {
@@ -60,15 +63,17 @@ int run_rank_actors(const std::vector<simgrid::s4u::Host*>& rank_hosts, const st
       } catch (const simgrid::ForcefulKillException&) {
         throw; // SimGrid ends a rank it killed (a deadlock at the end of the run): not the rank's failure
       } catch (...) {
-        if (!failure)
+        if (!failure) {
           failure = std::current_exception();
+          failed_rank = rank;
+        }
         simgrid::s4u::Actor::kill_all();
       }
     });
   }
   simgrid::s4u::Engine::get_instance()->run();
   if (failure)
-    std::rethrow_exception(failure);
+    rethrow_rank_failure(failure, failed_rank);
   return finished;
 }
 

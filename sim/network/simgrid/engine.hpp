@@ -24,8 +24,8 @@ std::string simgrid_version();
 simgrid::s4u::Engine& start_engine(const NetworkOptions& network);
 
 // Runs `body(rank)` as one SimGrid actor per rank (actor "rank<r>" on rank_hosts[r]) until the simulation
-// ends. The first exception a rank throws stops every rank and is rethrown here. Returns how many ranks'
-// bodies returned: fewer than the ranks when some never finished (a deadlock).
+// ends. The first exception a rank throws stops every rank and is rethrown here (rethrow_rank_failure). Returns how
+// many ranks' bodies returned: fewer than the ranks when some never finished (a deadlock).
 int run_rank_actors(const std::vector<simgrid::s4u::Host*>& rank_hosts, const std::function<void(RankId)>& body);
 
 } // namespace sparsim
