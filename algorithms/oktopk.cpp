@@ -2,7 +2,8 @@
 // Distributed Deep Learning", PPoPP 2022. One iteration on rank r, given its local selection S_r (the rank
 // loop selects with threshold reuse, exact every tau' iterations):
 //   1. balanced space repartition (every tau iterations): boundaries = average over ranks of each rank's P-1
-//      local quantiles of its selected indices (one allreduce of P-1 integers, 64-bit);
+//      local quantiles of its selected indices (one allreduce of P-1 integers, 64-bit: recursive doubling, or
+//      Rabenseifner's halving and doubling with "repartition_allreduce": "rabenseifner");
 //   2. split and reduce: a count exchange, then P-1 steps in which rank r sends its part of region (r+s) mod P
 //      to that region's owner and receives from (r-s) mod P (each step a permutation: no incast), grouped in
 //      waves of B steps; the owner sums its region R_r;
@@ -17,7 +18,9 @@
 // Paper model by default; the reference code's behaviours as options: "balancing": false (its VGG/LSTM code
 // allgathered the unbalanced G's), "messages_per_step": 2 (indices and values sent apart), "rotation":
 // false and "partition": "static" (the paper's ablations), "bucket" (its throttle, 4), "quantiles":
-// "reference_stride" (its every-floor(m/P)-th-index quantiles).
+// "reference_stride" (its every-floor(m/P)-th-index quantiles). "repartition_allreduce": the reference leaves
+// the quantiles' allreduce to its MPI library; recursive doubling (the default) sends log2(P) (P-1) integers
+// per rank, Rabenseifner's 2 (P-1) at most, which matters at thousands of ranks (docs/study-oktopk.md).
 //
 // Cost (paper, per rank, non-re-evaluation iteration, words of 4 bytes): split (P-1) alpha + 2k(P-1)/P beta;
 // balance and allgatherv <= (P + 2 log P) alpha + 4k(P-1)/P beta; total <= (2P + 2 log P) alpha + 6k(P-1)/P beta.
@@ -65,7 +68,8 @@ GlobalRules global_rules(const std::string& preset)
 struct Params {
   int repartition_every = 64; // tau
   bool balanced_partition = true;
-  bool reference_quantiles = false; // every floor(m/P)-th index (the reference code) instead of floor(j*m/P)
+  bool reference_quantiles = false;    // every floor(m/P)-th index (the reference code) instead of floor(j*m/P)
+  bool repartition_by_halving = false; // Rabenseifner's allreduce of the quantiles instead of recursive doubling
   bool rotation = true;
   int bucket = 4; // steps per wave
   int messages_per_step = 1;
@@ -123,6 +127,7 @@ public:
     return {{"repartition_every", params_.repartition_every},
             {"partition", params_.balanced_partition ? "balanced" : "static"},
             {"quantiles", params_.reference_quantiles ? "reference_stride" : "exact"},
+            {"repartition_allreduce", params_.repartition_by_halving ? "rabenseifner" : "recursive_doubling"},
             {"rotation", params_.rotation},
             {"bucket", params_.bucket},
             {"messages_per_step", params_.messages_per_step},
@@ -166,7 +171,7 @@ public:
     // Phase 1: balanced space repartition, every tau iterations.
     if (params_.balanced_partition && input.iteration % params_.repartition_every == 0) {
       auto scope = comm.phase("repartition");
-      state.boundaries = balanced_boundaries(comm, selection, input.n, params_.reference_quantiles);
+      state.boundaries = balanced_boundaries(comm, selection, input.n, params_);
     }
 
     // Phase 2: split and reduce; rank r ends with its reduced region R_r.
@@ -194,8 +199,9 @@ private:
   // a value (the reference's BERT code sums int64 indices; its VGG and LSTM code converts them to int32 first,
   // whose sum of the last boundaries overflows once P*n > 2^31: VGG-16 at P = 256).
   static std::vector<std::uint64_t> balanced_boundaries(Communicator& comm, const SparseVector& selection,
-                                                        std::uint64_t n, bool reference_quantiles)
+                                                        std::uint64_t n, const Params& params)
   {
+    const bool reference_quantiles = params.reference_quantiles;
     const int P = comm.size();
     const std::size_t m = selection.size();
     std::vector<std::int64_t> quantiles;
@@ -204,7 +210,9 @@ private:
       quantiles.push_back(m >= static_cast<std::size_t>(P) ? selection.indices[position]
                                                            : static_cast<std::int64_t>(block_begin(n, P, j)));
     }
-    const std::vector<std::int64_t> sums = allreduce_sum(comm, quantiles, kRepartitionTag);
+    const std::vector<std::int64_t> sums = params.repartition_by_halving
+                                               ? allreduce_sum_halving(comm, quantiles, kRepartitionTag)
+                                               : allreduce_sum(comm, quantiles, kRepartitionTag);
     std::vector<std::uint64_t> boundaries{0};
     for (int j = 1; j < P; ++j)
       boundaries.push_back(std::clamp<std::uint64_t>(sums[j - 1] / P, boundaries.back(), n));
@@ -406,6 +414,8 @@ std::unique_ptr<OkTopk> make_oktopk(JsonReader& reader)
   p.repartition_every = static_cast<int>(reader.get_int("repartition_every", 64, 1, 1'000'000));
   p.balanced_partition = reader.get_enum("partition", {"balanced", "static"}, "balanced") == "balanced";
   p.reference_quantiles = reader.get_enum("quantiles", {"exact", "reference_stride"}, "exact") == "reference_stride";
+  p.repartition_by_halving = reader.get_enum("repartition_allreduce", {"recursive_doubling", "rabenseifner"},
+                                             "recursive_doubling") == "rabenseifner";
   p.rotation = reader.get_bool("rotation", true);
   p.bucket = static_cast<int>(reader.get_int("bucket", 4, 1, 1 << 20));
   p.messages_per_step = static_cast<int>(reader.get_int("messages_per_step", 1, 1, 2));

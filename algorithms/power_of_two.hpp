@@ -4,7 +4,7 @@
 // part as virtual ranks 0..p2-1; afterwards the odd rank hands the result back ("unfold").
 // Each fold and unfold costs one message of the whole vector: 2 (alpha + n w beta) more when rem > 0.
 // Written once for any payload (fold, unfold, rounds); dense vectors (fold_dense, unfold_dense) here, sparse
-// vectors in sparcml_recursive_double.cpp, integers in collectives.hpp (allreduce_sum).
+// vectors in sparcml_ssar_recursive_double.cpp, integers in collectives.hpp (allreduce_sum).
 #pragma once
 
 #include "algorithms/steps.hpp"

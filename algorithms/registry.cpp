@@ -25,7 +25,7 @@ namespace sparsim {
   FILE(topka)                                                                                                          \
   FILE(oktopk)                                                                                                         \
   FILE(gtopk)                                                                                                          \
-  FILE(sparcml_recursive_double)                                                                                       \
+  FILE(sparcml_ssar_recursive_double)                                                                                  \
   FILE(sparcml_split_allgather)                                                                                        \
   FILE(gaussiank)                                                                                                      \
   FILE(spardl)

@@ -321,3 +321,38 @@ TEST(AlgorithmRegistry, ListsEveryAlgorithmFile)
   EXPECT_FALSE(files.empty());
   EXPECT_EQ(in_registry, files);
 }
+
+// A file is named after what it holds: a file that registers one collective is named after it, and a file that
+// registers several (a family) names each of them, quoted, in its leading comment.
+TEST(AlgorithmRegistry, EveryFileIsNamedAfterWhatItRegisters)
+{
+  const std::filesystem::path dir = std::filesystem::path(SPARSIM_SOURCE_DIR) / "algorithms";
+  const std::regex registered_name(R"re(k\w*Name = "(\w+)")re");
+  std::set<std::string> seen;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".cpp" || entry.path().filename() == "registry.cpp")
+      continue;
+    std::ifstream in(entry.path());
+    std::string header, line;
+    bool in_header = true;
+    std::vector<std::string> names;
+    while (std::getline(in, line)) {
+      in_header = in_header && line.rfind("//", 0) == 0;
+      if (in_header)
+        header += line + "\n";
+      std::smatch match;
+      if (std::regex_search(line, match, registered_name))
+        names.push_back(match[1]);
+    }
+    const std::string file = entry.path().filename().string();
+    ASSERT_FALSE(names.empty()) << file << " registers no collective";
+    if (names.size() == 1)
+      EXPECT_EQ(entry.path().stem().string(), names.front()) << file << " registers " << names.front();
+    else
+      for (const std::string& name : names)
+        EXPECT_NE(header.find('"' + name + '"'), std::string::npos) << file << "'s header does not name " << name;
+    seen.insert(names.begin(), names.end());
+  }
+  for (const auto& entry : algorithm_registry())
+    EXPECT_TRUE(seen.contains(entry.name)) << entry.name << " is registered under no kName";
+}

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -112,12 +113,12 @@ TEST(FiberRanks, ConfigErrorsPassUnchanged)
   }
 }
 
-// Calls itself, in frames of a little over 128 bytes, until a frame lies below `limit`.
-int recurse_below(const char* limit)
+// Calls itself, in frames of a little over 128 bytes, until a frame lies below the address `limit`.
+int recurse_below(std::uintptr_t limit)
 {
   volatile char frame[128];
   frame[0] = 1;
-  if (const_cast<const char*>(&frame[0]) < limit)
+  if (reinterpret_cast<std::uintptr_t>(&frame[0]) < limit)
     return frame[0];
   return recurse_below(limit) + frame[0];
 }
@@ -130,7 +131,7 @@ TEST(FiberRanks, AStackOverflowEndsTheRunWithAnErrorNamingTheRank)
     fibers.run([&](RankId rank) {
       if (rank == 1) { // 22 KiB down a 16 KiB stack and its page of slack: into the top of rank 0's stack
         const char here = 0;
-        (void)recurse_below(&here - 22 * 1024);
+        (void)recurse_below(reinterpret_cast<std::uintptr_t>(&here) - 22 * 1024);
       }
       if (rank == 2)
         rank_2_ran = true;

@@ -143,19 +143,20 @@ TEST_P(OkTopkVariants, ResultMatchesTheDefinitionOnEveryRank)
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, OkTopkVariants,
-                         ::testing::Values(Variant{1, nlohmann::json::object(), "default_P1"},
-                                           Variant{2, nlohmann::json::object(), "default_P2"},
-                                           Variant{3, nlohmann::json::object(), "default_P3"},
-                                           Variant{8, nlohmann::json::object(), "default_P8"},
-                                           Variant{13, nlohmann::json::object(), "default_P13"},
-                                           Variant{16, nlohmann::json::object(), "default_P16"},
-                                           Variant{7, {{"balancing", false}}, "no_balancing_P7"},
-                                           Variant{6, {{"messages_per_step", 2}}, "two_messages_P6"},
-                                           Variant{5, {{"rotation", false}, {"partition", "static"}}, "ablations_P5"},
-                                           Variant{9, {{"bucket", 1}}, "bucket1_P9"},
-                                           Variant{10, {{"bucket", 16}}, "bucket16_P10"}),
-                         [](const auto& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(
+    Variants, OkTopkVariants,
+    ::testing::Values(
+        Variant{1, nlohmann::json::object(), "default_P1"}, Variant{2, nlohmann::json::object(), "default_P2"},
+        Variant{3, nlohmann::json::object(), "default_P3"}, Variant{8, nlohmann::json::object(), "default_P8"},
+        Variant{13, nlohmann::json::object(), "default_P13"}, Variant{16, nlohmann::json::object(), "default_P16"},
+        Variant{7, {{"balancing", false}}, "no_balancing_P7"},
+        Variant{6, {{"messages_per_step", 2}}, "two_messages_P6"},
+        Variant{5, {{"rotation", false}, {"partition", "static"}}, "ablations_P5"},
+        Variant{9, {{"bucket", 1}}, "bucket1_P9"}, Variant{10, {{"bucket", 16}}, "bucket16_P10"},
+        Variant{2, {{"repartition_allreduce", "rabenseifner"}}, "rabenseifner_P2"},
+        Variant{13, {{"repartition_allreduce", "rabenseifner"}}, "rabenseifner_P13"},
+        Variant{16, {{"repartition_allreduce", "rabenseifner"}}, "rabenseifner_P16"}),
+    [](const auto& info) { return info.param.label; });
 
 TEST(OkTopk, RotationMakesEveryStepAPermutation)
 {

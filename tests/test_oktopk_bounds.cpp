@@ -78,3 +78,57 @@ INSTANTIATE_TEST_SUITE_P(Sizes, OkTopkBound,
                                            Case{64, "threshold_reuse"}, Case{256, "threshold_reuse"}, Case{4, "exact"},
                                            Case{16, "exact"}, Case{64, "exact"}, Case{256, "exact"}),
                          [](const auto& info) { return info.param.policy + "_P" + std::to_string(info.param.ranks); });
+
+// The repartition's allreduce by Rabenseifner's algorithm sums the same quantiles as recursive doubling: the
+// boundaries, and so every other phase's messages and bytes on every rank, are the same; only the repartition
+// moves less (at most 2 (P-1) integers per virtual rank against log2(p2) (P-1)). P = 24 folds 8 pairs.
+TEST(OkTopkRepartition, RabenseifnerSumsTheSameQuantilesWithLessVolume)
+{
+  const int P = 24;
+  nlohmann::json config = {{"name", "repartition"},
+                           {"seed", 5},
+                           {"ranks", P},
+                           {"iterations", 3},
+                           {"topology", {{"type", "star"}, {"nodes", P}, {"bandwidth", "10GBps"}, {"latency", "1us"}}},
+                           {"algorithm", {{"name", "oktopk"}, {"repartition_every", 1}}},
+                           {"workload", {{"n", 1 << 18}, {"density", 0.01}}},
+                           {"gradients", {{"source", "calibrated"}, {"model", "vgg16"}}},
+                           {"network", {{"model", "LinkLevel"}}}};
+  const CliResult doubling = run_config(config, "repartition-doubling");
+  config["algorithm"]["repartition_allreduce"] = "rabenseifner";
+  const CliResult halving = run_config(config, "repartition-halving");
+  ASSERT_EQ(doubling.exit_code, 0) << doubling.output;
+  ASSERT_EQ(halving.exit_code, 0) << halving.output;
+
+  const auto doubling_rows = read_csv(doubling.dir / "ranks.csv");
+  const auto halving_rows = read_csv(halving.dir / "ranks.csv");
+  ASSERT_EQ(doubling_rows.size(), halving_rows.size());
+  const double integers = P - 1, word = 8;
+  int repartition_rows = 0;
+  for (std::size_t i = 0; i < doubling_rows.size(); ++i) {
+    auto a = doubling_rows[i], b = halving_rows[i];
+    ASSERT_EQ(a.at("phase"), b.at("phase"));
+    if (a.at("phase") != "repartition") {
+      a.erase("time_s");
+      b.erase("time_s");
+      EXPECT_EQ(a, b) << "row " << i;
+      continue;
+    }
+    ++repartition_rows;
+    const int rank = std::stoi(a.at("rank"));
+    if (rank < 16) // ranks 0..15 are the 8 folded pairs: their fold and unfold messages carry the whole vector
+      continue;
+    EXPECT_EQ(std::stod(a.at("bytes_sent")), 4 * integers * word) << "rank " << rank; // log2(16) rounds
+    EXPECT_LE(std::stod(b.at("bytes_sent")), 2 * integers * word) << "rank " << rank;
+    EXPECT_GE(std::stod(b.at("bytes_sent")), integers * word) << "rank " << rank;
+  }
+  EXPECT_EQ(repartition_rows, 3 * P);
+  const auto doubling_results = read_csv(doubling.dir / "results.csv");
+  const auto halving_results = read_csv(halving.dir / "results.csv");
+  ASSERT_EQ(doubling_results.size(), halving_results.size());
+  for (std::size_t i = 0; i < doubling_results.size(); ++i) {
+    if (doubling_results[i].at("phase") == "total") {
+      EXPECT_EQ(doubling_results[i].at("global_selected"), halving_results[i].at("global_selected"));
+    }
+  }
+}

@@ -13,7 +13,7 @@ namespace sparsim {
 struct NetworkOptions {
   static constexpr const char* kLinkLevel = "LinkLevel";
   // Rank runtimes: SimGrid's actors (needed by SimGrid's flows), or the project's fibers (sim/network/fibers/,
-  // the link-level model only). Both run the same rank code and give the same results.
+  // the link-level model only, and its default). Both run the same rank code and give the same results.
   static constexpr const char* kSimGridActors = "simgrid";
   static constexpr const char* kFibers = "fibers";
   // Each fiber's stack: what the deepest rank code needs (between 16 and 32 KiB, the SimGrid actors' measure in

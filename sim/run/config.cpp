@@ -172,8 +172,9 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
                         "static routing with network.model \"" + config.network.model +
                             "\" (SimGrid's flows keep static routes); \"" + config.topology->routing() +
                             "\" needs network.model \"" + NetworkOptions::kLinkLevel + "\"");
-    config.network.runtime = network.get_enum("runtime", {NetworkOptions::kSimGridActors, NetworkOptions::kFibers},
-                                              std::string(NetworkOptions::kSimGridActors));
+    config.network.runtime = network.get_enum(
+        "runtime", {NetworkOptions::kSimGridActors, NetworkOptions::kFibers},
+        std::string(config.network.simgrid_flows() ? NetworkOptions::kSimGridActors : NetworkOptions::kFibers));
     if (config.network.fibers() && config.network.simgrid_flows())
       throw ConfigError("network.runtime", "\"fibers\"",
                         "\"simgrid\" with network.model \"" + config.network.model +

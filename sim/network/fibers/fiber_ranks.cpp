@@ -24,8 +24,8 @@ namespace {
 namespace fcontext = boost::context::detail;
 
 constexpr std::size_t kCacheLine = 64;
-constexpr int kColours = 64; // stack tops at 64 different offsets within a page
-constexpr std::size_t kCanaryWords = 32;                // four cache lines at the bottom of every stack
+constexpr int kColours = 64;                               // stack tops at 64 different offsets within a page
+constexpr std::size_t kCanaryWords = 32;                   // four cache lines at the bottom of every stack
 constexpr std::uint64_t kCanaryWord = 0x53504152'53494d21; // "SPARSIM!"
 
 std::size_t page_bytes() { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
@@ -61,11 +61,11 @@ FiberRanks::FiberRanks(int ranks, std::size_t stack_bytes)
   // lines below its stride's end, so that the ranks' hottest frames do not all fall into the same cache sets.
   stride_ = stack_bytes_ + page_bytes();
   mapping_bytes_ = guard + stride_ * static_cast<std::size_t>(ranks);
-  void* mapping = mmap(nullptr, mapping_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                       -1, 0);
+  void* mapping =
+      mmap(nullptr, mapping_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (mapping == MAP_FAILED)
-    throw std::runtime_error(fmt::format("could not reserve {} fiber stacks of {} bytes ({})", ranks, stack_bytes_,
-                                         std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("could not reserve {} fiber stacks of {} bytes ({})", ranks, stack_bytes_, std::strerror(errno)));
   mprotect(mapping, guard, PROT_NONE);
   stacks_ = static_cast<std::byte*>(mapping) + guard;
   for (RankId rank = 0; rank < ranks; ++rank) {

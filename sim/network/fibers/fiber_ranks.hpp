@@ -78,11 +78,11 @@ private:
   std::size_t stride_ = 0;      // the stacks' spacing
   std::byte* stacks_ = nullptr; // one mapping: rank r's stack begins at stacks_ + r stride_
   std::size_t mapping_bytes_ = 0;
-  std::vector<void*> contexts_; // [rank + 1]: what resumes it (index 0: the scheduler)
-  std::vector<State> states_;   // [rank]
-  std::vector<char> started_;   // [rank]: its fiber has run (it has frames to unwind until it finishes)
+  std::vector<void*> contexts_;   // [rank + 1]: what resumes it (index 0: the scheduler)
+  std::vector<State> states_;     // [rank]
+  std::vector<char> started_;     // [rank]: its fiber has run (it has frames to unwind until it finishes)
   std::vector<char> woken_early_; // [rank]: unparked while not parked: its next park returns at once
-  std::vector<RankId> queue_;   // the ranks due to run, in order: a ring of capacity `ranks_`
+  std::vector<RankId> queue_;     // the ranks due to run, in order: a ring of capacity `ranks_`
   std::size_t queue_head_ = 0;
   std::size_t queue_size_ = 0;
   int switching_from_ = kScheduler; // the context the switch in progress leaves

@@ -1,6 +1,6 @@
-// SparCML's SSAR_Recursive_double (Renggli, Ashkboos, Aghagolzadeh, Alistarh and Hoefler, "SparCML:
-// High-Performance Sparse Communication for Machine Learning", SC 2019): a sparse allreduce by recursive
-// doubling. Every rank starts from its exact local top-k; in round i it exchanges its whole current sparse
+// SparCML's SSAR_Recursive_double ("sparcml_ssar_recursive_double"; Renggli, Ashkboos, Aghagolzadeh, Alistarh and
+// Hoefler, "SparCML: High-Performance Sparse Communication for Machine Learning", SC 2019): a sparse allreduce by
+// recursive doubling. Every rank starts from its exact local top-k; in round i it exchanges its whole current sparse
 // vector with the rank at distance 2^i and both keep the sum. The vector fills in: with disjoint selections
 // it holds min(2^(i+1) k, n) elements after round i. The result is the union sum of all selections
 // (no re-selection), so every rank removes all it selected from its residual.
@@ -140,7 +140,7 @@ public:
 
 } // namespace
 
-SPARSIM_ALGORITHM_FILE(sparcml_recursive_double)
+SPARSIM_ALGORITHM_FILE(sparcml_ssar_recursive_double)
 {
   return {algorithm_entry<SparcmlRecursiveDouble>(
       SparcmlRecursiveDouble::kName,
