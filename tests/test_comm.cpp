@@ -210,8 +210,8 @@ TEST(Communicator, CountsMessagesBytesAndTimePerPhase)
     stats1 = world.take_stats(1);
   });
   sim.engine->run();
-  first = world.phases().intern("first");
-  second = world.phases().intern("second");
+  first = world.phases().id_of("first");
+  second = world.phases().id_of("second");
   EXPECT_EQ(stats0[first].msgs_sent, 2u);
   EXPECT_EQ(stats0[first].bytes_sent, 2020u);
   EXPECT_EQ(stats0[second].bytes_sent, 12u); // metadata: 4-byte integers

@@ -117,6 +117,17 @@ TEST(BothRuntimes, ByteIdenticalUnderValiantAndAdaptiveRouting)
   }
 }
 
+// At 64 ranks gTopk's leaves enter "broadcast" while their parents are still in "reduction": the host runs
+// those ranks in another order under each runtime, and the outputs list phases by their earliest entry in
+// simulated time (PhaseNames::output_order), not by the host's order.
+TEST(BothRuntimes, ByteIdenticalWhenPhasesStartInAnotherHostOrder)
+{
+  json config = config_for("gtopk", Platform::dragonfly, "simgrid");
+  config["ranks"] = 64;
+  config["compute"] = {{"training", "model"}, {"reduction", "memory_bandwidth"}};
+  expect_runtimes_identical(config, "gtopk-64");
+}
+
 // Threshold reuse and the mean-field residual under the candidates generation: the rank loop's other paths.
 TEST(BothRuntimes, ByteIdenticalWithThresholdReuseAndTheMeanFieldResidual)
 {

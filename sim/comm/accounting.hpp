@@ -23,14 +23,32 @@ struct PhaseStats {
   Seconds time = 0;
 };
 
-// Phase names interned to small ids; id 0 is "other" (anything outside a named phase).
+// When a rank enters a phase: simulated time, the rank, and how many phases that rank had entered before.
+struct PhaseEntry {
+  Seconds time = 0;
+  RankId rank = 0;
+  std::uint64_t sequence = 0;
+  bool operator<(const PhaseEntry& other) const
+  {
+    return time != other.time ? time < other.time : rank != other.rank ? rank < other.rank : sequence < other.sequence;
+  }
+};
+
+// Phase names interned to small ids; id 0 is "other" (anything outside a named phase). Ids follow the order in
+// which the host happened to run the ranks; outputs list phases in order of their earliest entry instead
+// (output_order), which depends only on the simulation, not on the rank runtime.
 class PhaseNames {
 public:
-  PhaseId intern(std::string_view name);
+  PhaseId intern(std::string_view name, const PhaseEntry& entry);
+  // The id of a phase some rank has entered (std::out_of_range for any other name).
+  PhaseId id_of(std::string_view name) const;
   const std::vector<std::string>& names() const { return names_; }
+  // Every id, "other" first, then by earliest entry: simulated time, then the lowest rank, then that rank's order.
+  std::vector<PhaseId> output_order() const;
 
 private:
   std::vector<std::string> names_{"other"};
+  std::vector<PhaseEntry> first_entries_{PhaseEntry{}}; // [id]: the earliest entry so far
 };
 
 // Per rank, the counters of each phase since the rank last took them. Stored by phase, then rank: the ranks of a

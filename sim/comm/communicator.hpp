@@ -142,7 +142,11 @@ public:
     Communicator& comm_;
     PhaseId previous_;
   };
-  PhaseScope phase(std::string_view name) { return PhaseScope(*this, world_.phases().intern(name)); }
+  PhaseScope phase(std::string_view name)
+  {
+    return PhaseScope(*this,
+                      world_.phases().intern(name, {.time = now(), .rank = rank_, .sequence = phases_entered_++}));
+  }
 
   // Iteration bounds: link loads are kept per iteration, and the World's traced iteration is recorded
   // between the two calls (call finish_iteration after flush_phase_time).
@@ -161,6 +165,7 @@ private:
   World& world_;
   RankId rank_;
   PhaseId phase_ = 0;
+  std::uint64_t phases_entered_ = 0;
   Seconds phase_started_ = 0;
   int iteration_ = 0;
   bool tracing_ = false; // in the traced iteration

@@ -68,8 +68,7 @@ std::uint64_t peak_rss_bytes()
 
 // Aggregates the per-rank records of one iteration into results.csv rows.
 void add_iteration_rows(int iteration, const std::vector<RankIteration>& ranks, const ExperimentConfig& config,
-                        const std::vector<std::string>& phase_names, const CostInputs& cost, const ClosedForm& model,
-                        RunOutput& out)
+                        const PhaseNames& phases, const CostInputs& cost, const ClosedForm& model, RunOutput& out)
 {
   auto aggregate = [&](const std::string& phase, auto&& stats_of) {
     PhaseRow row;
@@ -90,7 +89,9 @@ void add_iteration_rows(int iteration, const std::vector<RankIteration>& ranks, 
     return row;
   };
 
-  for (PhaseId phase = 0; phase < phase_names.size(); ++phase) {
+  const std::vector<std::string>& phase_names = phases.names();
+  const std::vector<PhaseId> phase_order = phases.output_order();
+  for (PhaseId phase : phase_order) {
     PhaseRow row = aggregate(phase_names[phase], [&](std::size_t r) {
       return phase < ranks[r].phases.size() ? ranks[r].phases[phase] : PhaseStats{};
     });
@@ -127,7 +128,9 @@ void add_iteration_rows(int iteration, const std::vector<RankIteration>& ranks, 
   out.rows.push_back(total);
 
   for (std::size_t r = 0; r < ranks.size(); ++r)
-    for (PhaseId phase = 0; phase < ranks[r].phases.size(); ++phase) {
+    for (PhaseId phase : phase_order) {
+      if (phase >= ranks[r].phases.size())
+        continue;
       const PhaseStats& s = ranks[r].phases[phase];
       if (s.msgs_sent || s.msgs_recv || s.time > 0)
         out.rank_rows.push_back({iteration, static_cast<RankId>(r), phase_names[phase], s});
@@ -207,7 +210,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
     out.stop_reason =
         fmt::format("the wall-clock limit of {} s passed before iteration {}", options.wall_limit, run.stopped_at);
   for (int it = 0; it < out.completed_iterations; ++it)
-    add_iteration_rows(it, run.records[it], config, world.phases().names(), out.cost_inputs, out.closed_form, out);
+    add_iteration_rows(it, run.records[it], config, world.phases(), out.cost_inputs, out.closed_form, out);
   for (const auto& row : out.rank_rows)
     out.messages += row.stats.msgs_sent;
   out.iteration_wall = run.iteration_wall;
