@@ -125,6 +125,10 @@ int recurse_below(std::uintptr_t limit)
 
 TEST(FiberRanks, AStackOverflowEndsTheRunWithAnErrorNamingTheRank)
 {
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer stops the overflow itself, at its first write into the redzones of rank 0's frames below.
+  GTEST_SKIP() << "AddressSanitizer reports the overflow (stack-buffer-underflow) before the canary can";
+#endif
   FiberRanks fibers(3, 16 * 1024);
   bool rank_2_ran = false;
   try {
