@@ -287,7 +287,9 @@ int command_validate(const Arguments& args)
   const auto memory = sparsim::estimate_memory(config);
   const std::string network = config.network.simgrid_flows()
                                   ? config.network.model + " (SimGrid's flows; \"LinkLevel\" is much faster at scale)"
-                                  : config.network.model + " (the link-level model; \"CM02\" is the reference)";
+                                  : config.network.model +
+                                        " (the link-level model; \"CM02\" is the reference), ranks as " +
+                                        (config.network.fibers() ? "fibers" : "SimGrid actors");
   const int threads = sparsim::machine_cores();
   const sparsim::WallEstimate wall = sparsim::estimate_wall_time(config, threads);
   fmt::print("{}: valid\n  {} on {} ranks, n = {}, {} iteration(s)\n  platform {}\n  network  {}\n  routes latency "
