@@ -74,57 +74,52 @@ template <class T> Gathered<T> bruck_allgather(Communicator& comm, std::shared_p
   return bruck_allgather(comm, std::move(mine), tag_base, RankGroup::all(comm));
 }
 
-// Elementwise sum over ranks of a few integers by recursive doubling (log2 P rounds exchanging the whole
-// vector; other P fold their extra ranks first, algorithms/power_of_two.hpp). The sums are 64-bit, and so are
-// the integers on the wire (8 bytes each: Sums64). Tags: tag_base to fold, tag_base + 1 to unfold,
-// tag_base + 2 + i in round i. These integer additions are not charged under compute.reduction, which charges
-// the collectives' vector work (sums, merges, re-selections).
-inline std::vector<std::int64_t> allreduce_sum(Communicator& comm, std::vector<std::int64_t> mine, Tag tag_base)
-{
-  const PowerOfTwoFold fold(comm.size());
-  auto add = [&](const Sums64& other) {
-    for (std::size_t i = 0; i < mine.size(); ++i)
-      mine[i] += other.values.at(i);
-    return Bytes{0}; // not charged (above)
-  };
-  auto share = [&] { return std::make_shared<const Sums64>(Sums64{mine}); };
-  // The even rank of each of the first rem pairs hands its vector to the odd one and waits for the result.
-  fold.fold(comm, tag_base, share, add);
-  const int vr = fold.virtual_rank(comm.rank());
-  if (vr >= 0)
-    fold.rounds(vr, [&](RankId partner, int round, int) {
-      add(*comm.sendrecv(partner, share(), partner, tag_base + 2 + round));
-    });
-  fold.unfold(comm, tag_base + 1, share, [&](const std::shared_ptr<const Sums64>& sum) { mine = sum->values; });
-  return mine;
-}
+// How allreduce_sum exchanges the vector among the power of two of ranks left after the fold.
+enum class IntegerAllreduce {
+  // log2(p2) rounds exchanging the whole vector: log2(p2) messages and vectors sent per rank.
+  recursive_doubling,
+  // Rabenseifner's algorithm (as dense_rabenseifner.cpp for floats): a reduce-scatter by recursive halving (round
+  // i, distance p2 / 2^(i+1): the partners swap the halves of their current range, each keeps one half and adds
+  // the partner's copy of it), then an allgather by recursive doubling that retraces the halvings. 2 log2(p2)
+  // messages and at most 2 (p2 - 1) / p2 of the vector sent per rank: the cheaper one for long vectors.
+  rabenseifner
+};
 
-// The same sums by Rabenseifner's algorithm on the same fold (as dense_rabenseifner.cpp for floats): a
-// reduce-scatter by recursive halving (round i, distance p2 / 2^(i+1): the partners swap the halves of their
-// current range, each keeps one half and adds the partner's copy of it), then an allgather by recursive
-// doubling that retraces the halvings. A virtual rank sends 2 (p2 - 1) / p2 of the vector, where recursive
-// doubling sends log2(p2) times it: the cheaper choice for long vectors (Ok-Topk's P - 1 quantiles at thousands
-// of ranks), for 2 log2(p2) messages instead of log2(p2). Integer sums are exact: the result is the same.
-// Tags: tag_base to fold, tag_base + 1 to unfold, tag_base + 2 + i in step i of the 2 log2(p2) steps.
-inline std::vector<std::int64_t> allreduce_sum_halving(Communicator& comm, std::vector<std::int64_t> mine, Tag tag_base)
+// Elementwise sum over ranks of integers (other P fold their extra ranks first, algorithms/power_of_two.hpp).
+// The sums are 64-bit and exact, the same for either way; so are the integers on the wire (8 bytes each:
+// Sums64). Tags: tag_base to fold, tag_base + 1 to unfold, tag_base + 2 + i in step i. These integer additions
+// are not charged under compute.reduction, which charges the collectives' vector work (sums, merges,
+// re-selections).
+inline std::vector<std::int64_t> allreduce_sum(Communicator& comm, std::vector<std::int64_t> mine, Tag tag_base,
+                                               IntegerAllreduce how = IntegerAllreduce::recursive_doubling)
 {
+  struct Range {
+    std::size_t from, to;
+  };
+  auto add_into = [&](const Sums64& other, Range range) {
+    for (std::size_t i = range.from; i < range.to; ++i)
+      mine[i] += other.values.at(i - range.from);
+  };
+  auto share = [&](Range range) {
+    return std::make_shared<const Sums64>(Sums64{{mine.begin() + range.from, mine.begin() + range.to}});
+  };
+  const Range whole{0, mine.size()};
   const PowerOfTwoFold fold(comm.size());
-  auto add = [&](const Sums64& other) {
-    for (std::size_t i = 0; i < mine.size(); ++i)
-      mine[i] += other.values.at(i);
-    return Bytes{0}; // not charged (allreduce_sum)
-  };
-  auto share = [&] { return std::make_shared<const Sums64>(Sums64{mine}); };
-  auto share_range = [&](std::size_t from, std::size_t to) {
-    return std::make_shared<const Sums64>(Sums64{{mine.begin() + from, mine.begin() + to}});
-  };
-  fold.fold(comm, tag_base, share, add);
-  if (const int vr = fold.virtual_rank(comm.rank()); vr >= 0) {
-    struct Range {
-      std::size_t from, to;
-    };
+  // The even rank of each of the first rem pairs hands its vector to the odd one and waits for the result.
+  fold.fold(
+      comm, tag_base, [&] { return share(whole); },
+      [&](const Sums64& other) {
+        add_into(other, whole);
+        return Bytes{0}; // not charged (above)
+      });
+  const int vr = fold.virtual_rank(comm.rank());
+  if (vr >= 0 && how == IntegerAllreduce::recursive_doubling)
+    fold.rounds(vr, [&](RankId partner, int round, int) {
+      add_into(*comm.sendrecv(partner, share(whole), partner, tag_base + 2 + round), whole);
+    });
+  if (vr >= 0 && how == IntegerAllreduce::rabenseifner) {
     std::vector<Range> before_halving; // the range held before each halving, for the allgather to retrace
-    Range held{0, mine.size()};
+    Range held = whole;
     Tag step = tag_base + 2;
     for (int distance = fold.p2() / 2; distance >= 1; distance /= 2) {
       const auto partner = static_cast<RankId>(fold.real_rank(vr ^ distance));
@@ -132,24 +127,24 @@ inline std::vector<std::int64_t> allreduce_sum_halving(Communicator& comm, std::
       const bool keeps_lower = (vr & distance) == 0;
       const Range kept = keeps_lower ? Range{held.from, middle} : Range{middle, held.to};
       const Range given = keeps_lower ? Range{middle, held.to} : Range{held.from, middle};
-      const auto received = comm.sendrecv(partner, share_range(given.from, given.to), partner, step++);
-      for (std::size_t i = kept.from; i < kept.to; ++i)
-        mine[i] += received->values.at(i - kept.from);
+      add_into(*comm.sendrecv(partner, share(given), partner, step++), kept);
       before_halving.push_back(held);
       held = kept;
     }
     for (int distance = 1; distance < fold.p2(); distance *= 2) {
       const auto partner = static_cast<RankId>(fold.real_rank(vr ^ distance));
-      const Range whole = before_halving.back();
+      const Range before = before_halving.back();
       before_halving.pop_back();
       const bool kept_lower = (vr & distance) == 0;
-      const std::size_t partners_from = kept_lower ? held.to : whole.from;
-      const auto received = comm.sendrecv(partner, share_range(held.from, held.to), partner, step++);
+      const std::size_t partners_from = kept_lower ? held.to : before.from;
+      const auto received = comm.sendrecv(partner, share(held), partner, step++);
       std::copy(received->values.begin(), received->values.end(), mine.begin() + partners_from);
-      held = whole;
+      held = before;
     }
   }
-  fold.unfold(comm, tag_base + 1, share, [&](const std::shared_ptr<const Sums64>& sum) { mine = sum->values; });
+  fold.unfold(
+      comm, tag_base + 1, [&] { return share(whole); },
+      [&](const std::shared_ptr<const Sums64>& sum) { mine = sum->values; });
   return mine;
 }
 

@@ -210,9 +210,9 @@ private:
       quantiles.push_back(m >= static_cast<std::size_t>(P) ? selection.indices[position]
                                                            : static_cast<std::int64_t>(block_begin(n, P, j)));
     }
-    const std::vector<std::int64_t> sums = params.repartition_by_halving
-                                               ? allreduce_sum_halving(comm, quantiles, kRepartitionTag)
-                                               : allreduce_sum(comm, quantiles, kRepartitionTag);
+    const std::vector<std::int64_t> sums = allreduce_sum(
+        comm, quantiles, kRepartitionTag,
+        params.repartition_by_halving ? IntegerAllreduce::rabenseifner : IntegerAllreduce::recursive_doubling);
     std::vector<std::uint64_t> boundaries{0};
     for (int j = 1; j < P; ++j)
       boundaries.push_back(std::clamp<std::uint64_t>(sums[j - 1] / P, boundaries.back(), n));

@@ -3,6 +3,7 @@
 // reference) and once under the link-level model. Everything but time must be identical; the per-iteration
 // time must agree (bench/network_models/run.sh covers larger P and n).
 #include "sparsim_cli.hpp"
+#include "topology_specs.hpp"
 
 #include <gtest/gtest.h>
 
@@ -25,20 +26,7 @@ const char* const kAlgorithms[] = {"dense_ring",
                                    "sparcml_ssar_split_allgather",
                                    "sparcml_dsar_split_allgather"};
 
-enum class Platform { star, fat_tree, dragonfly };
-
-json topology_of(Platform platform)
-{
-  switch (platform) {
-  case Platform::star:
-    return {{"type", "star"}, {"nodes", 64}, {"bandwidth", "10GBps"}, {"latency", "1us"}};
-  case Platform::fat_tree:
-    return {{"file", std::string(SPARSIM_SOURCE_DIR) + "/configs/platforms/fat_tree_4096.json"}};
-  case Platform::dragonfly:
-    break;
-  }
-  return {{"file", std::string(SPARSIM_SOURCE_DIR) + "/configs/platforms/piz_daint.json"}};
-}
+using Platform = RunPlatform;
 
 // The relative tolerance on each iteration's time. The bounds are 5% (median) and 10% (worst) on the
 // fat tree and the dragonfly; measured at P = 16 and 64 the worst is 0.72% (the dragonfly) and 0.02% (the
@@ -53,7 +41,7 @@ json config_for(const std::string& algorithm, Platform platform, int ranks, cons
                  {"seed", 1},
                  {"ranks", ranks},
                  {"iterations", 2},
-                 {"topology", topology_of(platform)},
+                 {"topology", run_platform_spec(platform, 64)},
                  {"algorithm", {{"name", algorithm}}},
                  {"workload", {{"n", 1 << 20}, {"density", 0.01}}},
                  {"gradients", {{"source", "calibrated"}, {"model", "vgg16"}}},
@@ -107,11 +95,7 @@ struct Point {
   std::string algorithm;
   Platform platform;
 };
-std::string label(const Point& point)
-{
-  const char* platforms[] = {"star", "fat_tree", "dragonfly"};
-  return point.algorithm + "_" + platforms[static_cast<int>(point.platform)];
-}
+std::string label(const Point& point) { return point.algorithm + "_" + name_of(point.platform); }
 void PrintTo(const Point& point, std::ostream* out) { *out << label(point); }
 
 std::vector<Point> every_point()

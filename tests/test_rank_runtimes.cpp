@@ -4,6 +4,7 @@
 // manifest names the runtime, and SimGrid only where SimGrid ran.
 #include "algorithms/registry.hpp"
 #include "sparsim_cli.hpp"
+#include "topology_specs.hpp"
 
 #include <gtest/gtest.h>
 
@@ -15,20 +16,7 @@ namespace {
 using nlohmann::json;
 using namespace sparsim::testing;
 
-enum class Platform { star, fat_tree, dragonfly };
-
-json topology_of(Platform platform)
-{
-  switch (platform) {
-  case Platform::star:
-    return {{"type", "star"}, {"nodes", 16}, {"bandwidth", "10GBps"}, {"latency", "1us"}};
-  case Platform::fat_tree:
-    return {{"file", std::string(SPARSIM_SOURCE_DIR) + "/configs/platforms/fat_tree_4096.json"}};
-  case Platform::dragonfly:
-    break;
-  }
-  return {{"file", std::string(SPARSIM_SOURCE_DIR) + "/configs/platforms/piz_daint.json"}};
-}
+using Platform = RunPlatform;
 
 json config_for(const std::string& algorithm, Platform platform, const std::string& runtime)
 {
@@ -37,7 +25,7 @@ json config_for(const std::string& algorithm, Platform platform, const std::stri
                  {"seed", 3},
                  {"ranks", 16},
                  {"iterations", 3},
-                 {"topology", topology_of(platform)},
+                 {"topology", run_platform_spec(platform, 16)},
                  {"algorithm", {{"name", algorithm}}},
                  {"workload", dense ? json{{"n", 1 << 18}} : json{{"n", 1 << 18}, {"density", 0.01}}},
                  {"network", {{"model", "LinkLevel"}, {"runtime", runtime}}}};
@@ -74,11 +62,7 @@ struct Point {
   std::string algorithm;
   Platform platform;
 };
-std::string label(const Point& point)
-{
-  const char* platforms[] = {"star", "fat_tree", "dragonfly"};
-  return point.algorithm + "_" + platforms[static_cast<int>(point.platform)];
-}
+std::string label(const Point& point) { return point.algorithm + "_" + name_of(point.platform); }
 void PrintTo(const Point& point, std::ostream* out) { *out << label(point); }
 
 // Under the sanitizers (scripts/sanitize.sh, 5-10x slower) the dragonfly alone: CI's minutes.

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 namespace sparsim::testing {
@@ -50,6 +51,30 @@ inline nlohmann::json small_fat_tree_spec()
           {"bandwidth", "100Gbps"},
           {"latency", "100ns"},
           {"per_level", {{{"latency", "500ns"}}, nlohmann::json::object(), {{"bandwidth", "200Gbps"}}}}};
+}
+
+// The platforms whole-run tests compare on: a star, the oversubscribed fat tree preset and the Piz Daint
+// dragonfly preset.
+enum class RunPlatform { star, fat_tree, dragonfly };
+
+inline const char* name_of(RunPlatform platform)
+{
+  const char* names[] = {"star", "fat_tree", "dragonfly"};
+  return names[static_cast<int>(platform)];
+}
+
+// Its config "topology" object (the star with `star_nodes` nodes).
+inline nlohmann::json run_platform_spec(RunPlatform platform, int star_nodes)
+{
+  switch (platform) {
+  case RunPlatform::star:
+    return star_spec(star_nodes);
+  case RunPlatform::fat_tree:
+    return {{"file", std::string(SPARSIM_SOURCE_DIR) + "/configs/platforms/fat_tree_4096.json"}};
+  case RunPlatform::dragonfly:
+    break;
+  }
+  return {{"file", std::string(SPARSIM_SOURCE_DIR) + "/configs/platforms/piz_daint.json"}};
 }
 
 } // namespace sparsim::testing

@@ -285,11 +285,11 @@ int command_validate(const Arguments& args)
   const auto routes = sparsim::summarize_routes(
       *config.topology, sparsim::place_ranks(config.placement, config.ranks, config.topology->node_count()));
   const auto memory = sparsim::estimate_memory(config);
-  const std::string network = config.network.simgrid_flows()
-                                  ? config.network.model + " (SimGrid's flows; \"LinkLevel\" is much faster at scale)"
-                                  : config.network.model +
-                                        " (the link-level model; \"CM02\" is the reference), ranks as " +
-                                        (config.network.fibers() ? "fibers" : "SimGrid actors");
+  const std::string network =
+      config.network.simgrid_flows()
+          ? fmt::format("{} (SimGrid's flows; \"LinkLevel\" is much faster at scale)", config.network.model)
+          : fmt::format("{} (the link-level model; \"CM02\" is the reference), ranks as {}", config.network.model,
+                        config.network.fibers() ? "fibers" : "SimGrid actors");
   const int threads = sparsim::machine_cores();
   const sparsim::WallEstimate wall = sparsim::estimate_wall_time(config, threads);
   fmt::print("{}: valid\n  {} on {} ranks, n = {}, {} iteration(s)\n  platform {}\n  network  {}\n  routes latency "
