@@ -27,6 +27,7 @@ const char* const kAlgorithms[] = {"dense_ring",
                                    "sparcml_dsar_split_allgather"};
 
 using Platform = RunPlatform;
+using Point = RunPoint;
 
 // The relative tolerance on each iteration's time. The bounds are 5% (median) and 10% (worst) on the
 // fat tree and the dragonfly; measured at P = 16 and 64 the worst is 0.72% (the dragonfly) and 0.02% (the
@@ -90,13 +91,6 @@ void expect_models_agree(const std::string& algorithm, Platform platform, int ra
   }
   EXPECT_EQ(iterations, 2);
 }
-
-struct Point {
-  std::string algorithm;
-  Platform platform;
-};
-std::string label(const Point& point) { return point.algorithm + "_" + name_of(point.platform); }
-void PrintTo(const Point& point, std::ostream* out) { *out << label(point); }
 
 std::vector<Point> every_point()
 {

@@ -17,6 +17,7 @@ using nlohmann::json;
 using namespace sparsim::testing;
 
 using Platform = RunPlatform;
+using Point = RunPoint;
 
 json config_for(const std::string& algorithm, Platform platform, const std::string& runtime)
 {
@@ -57,13 +58,6 @@ void expect_runtimes_identical(json config, const std::string& name)
   EXPECT_FALSE(fibers_manifest.contains("simgrid_options"));
   EXPECT_EQ(actors_manifest.at("simulated_messages"), fibers_manifest.at("simulated_messages"));
 }
-
-struct Point {
-  std::string algorithm;
-  Platform platform;
-};
-std::string label(const Point& point) { return point.algorithm + "_" + name_of(point.platform); }
-void PrintTo(const Point& point, std::ostream* out) { *out << label(point); }
 
 // Under the sanitizers (scripts/sanitize.sh, 5-10x slower) the dragonfly alone: CI's minutes.
 std::vector<Point> every_point()

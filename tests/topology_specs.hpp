@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -76,5 +77,13 @@ inline nlohmann::json run_platform_spec(RunPlatform platform, int star_nodes)
   }
   return {{"file", std::string(SPARSIM_SOURCE_DIR) + "/configs/platforms/piz_daint.json"}};
 }
+
+// One algorithm on one of those platforms: a parameter of whole-run tests, named "<algorithm>_<platform>".
+struct RunPoint {
+  std::string algorithm;
+  RunPlatform platform;
+};
+inline std::string label(const RunPoint& point) { return point.algorithm + "_" + name_of(point.platform); }
+inline void PrintTo(const RunPoint& point, std::ostream* out) { *out << label(point); }
 
 } // namespace sparsim::testing
