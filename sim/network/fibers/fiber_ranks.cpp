@@ -217,9 +217,9 @@ bool FiberRanks::canary_intact(RankId rank) const
 void FiberRanks::unwind_waiting_ranks()
 {
   unwinding_ = true;
+  queue_size_ = 0; // each rank unwinds alone and switches back here
   for (RankId rank = 0; rank < ranks_; ++rank)
     if (started_[rank] && states_[rank] != State::finished) {
-      queue_size_ = 0;
       states_[rank] = State::running;
       switch_to(kScheduler, rank); // it throws Unwind from its park and switches back when it has finished
     }

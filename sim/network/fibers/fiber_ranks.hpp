@@ -44,8 +44,6 @@ public:
   void park(RankId rank) override;
   void unpark(const std::vector<RankId>& ranks) override;
 
-  std::size_t stack_bytes() const { return stack_bytes_; }
-
 private:
   enum class State : std::uint8_t {
     runnable, // in the run queue (every rank starts there)
