@@ -87,7 +87,7 @@ inline std::unique_ptr<SparseAllreduce> make_sparse_algorithm(const nlohmann::js
 inline std::vector<simgrid::s4u::Host*> star_hosts(int P)
 {
   namespace sg4 = simgrid::s4u;
-  start_engine(NetworkOptions{});
+  start_engine();
   auto* zone = sg4::create_star_zone("star");
   std::vector<sg4::Host*> hosts;
   for (int i = 0; i < P; ++i) {

@@ -245,7 +245,7 @@ TEST(Config, ValidateCountsTheMessagesTheRunPosts)
     std::smatch said;
     ASSERT_TRUE(std::regex_search(checked.output, said, std::regex(R"(messages (\d+) in all)"))) << checked.output;
     EXPECT_NE(checked.output.find("wall     about"), std::string::npos) << checked.output;
-    EXPECT_NE(checked.output.find("under the link-level model about"), std::string::npos) << checked.output;
+    EXPECT_NE(checked.output.find("under network.model \"LinkLevel\" about"), std::string::npos) << checked.output;
 
     const CliResult ran = run_config(config, "validate-run-" + c.algorithm);
     ASSERT_EQ(ran.exit_code, 0) << ran.output;

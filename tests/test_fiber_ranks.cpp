@@ -5,7 +5,7 @@
 #include "sim/comm/matcher.hpp"
 #include "sim/network/fibers/fiber_ranks.hpp"
 #include "sim/network/link_level/transport.hpp"
-#include "sim/run/link_labels.hpp"
+#include "sim/network/models/link_slots.hpp"
 #include "topologies/network_graph.hpp"
 #include "topologies/topology.hpp"
 #include "topology_specs.hpp"

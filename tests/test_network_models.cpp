@@ -4,11 +4,11 @@
 #include "sim/comm/matcher.hpp"
 #include "sim/network/link_level/link_model.hpp"
 #include "sim/network/link_level/transport.hpp"
+#include "sim/network/models/link_slots.hpp"
 #include "sim/network/simgrid/engine.hpp"
 #include "sim/network/simgrid/parking.hpp"
 #include "sim/network/simgrid/transport.hpp"
 #include "sim/network/simgrid/zone.hpp"
-#include "sim/run/link_labels.hpp"
 #include "topologies/network_graph.hpp"
 #include "topologies/topology.hpp"
 #include "topology_specs.hpp"
@@ -161,7 +161,7 @@ struct PatternTimes {
 
 PatternTimes run_both(const Topology& topology, int P, const std::vector<PatternMessage>& messages)
 {
-  start_engine(NetworkOptions{});
+  start_engine();
   // Both platforms under one open root zone, before the engine first runs (which seals the root).
   simgrid::s4u::create_full_zone("root");
   const NetworkGraph graph = topology.graph();
@@ -324,7 +324,7 @@ INSTANTIATE_TEST_SUITE_P(Platforms, Contended,
 // The link-level transport on a star of `P` nodes, its ranks on one host.
 struct LinkLevelOnAStar {
   explicit LinkLevelOnAStar(int P)
-      : topology((start_engine(NetworkOptions{}), load(star_spec(P))))
+      : topology((start_engine(), load(star_spec(P))))
       , graph(topology->graph())
       , hosts(P, build_single_host_platform("star" + std::to_string(P)))
       , parking(P)
@@ -391,7 +391,7 @@ TEST(LinkLevelTransport, SleepsAndBarriersKeepTime)
 // case), and the unpark before the park (the park returns at once).
 TEST(ActorParking, WakesARankWhetherItParkedBeforeDuringOrAfterTheUnpark)
 {
-  start_engine(NetworkOptions{});
+  start_engine();
   const std::vector<simgrid::s4u::Host*> hosts(6, build_single_host_platform("parking"));
   ActorParking parking(6);
   std::vector<double> woke(6, -1);
@@ -430,7 +430,7 @@ TEST(SimGridTransport, UnmatchedReceiveEndsTheRunWithThatRankUnfinished)
   // SimGrid's (uninstrumented) stack switches, reports that unwinding as a stack overflow of its own making.
   GTEST_SKIP() << "a deadlock's forced unwinding of an actor stack is misreported by AddressSanitizer";
 #endif
-  start_engine(NetworkOptions{});
+  start_engine();
   const auto topology = load(star_spec(2));
   const std::vector<simgrid::s4u::Host*> hosts = build_platform(*topology);
   SimGridTransport transport(hosts);

@@ -13,10 +13,10 @@
 #include "topology_specs.hpp"
 
 #include "sim/network/link_level/transport.hpp"
+#include "sim/network/models/link_slots.hpp"
 #include "sim/network/simgrid/parking.hpp"
 #include "sim/network/simgrid/zone.hpp"
 #include "sim/run/config.hpp"
-#include "sim/run/link_labels.hpp"
 #include "topologies/network_graph.hpp"
 #include "topologies/topology.hpp"
 
@@ -186,7 +186,7 @@ TEST(ValiantRouting, ClassicDragonflyBehaviours)
       if (d != r)
         uniform.push_back({r, d, S, 0});
   }
-  start_engine(NetworkOptions{});
+  start_engine();
   simgrid::s4u::create_full_zone("root");
   const std::vector<simgrid::s4u::Host*> hosts(P, build_single_host_platform("link_level"));
   auto makespan = [&](const std::string& routing, const std::vector<PatternMessage>& messages) {
@@ -232,7 +232,7 @@ TEST(ValiantRouting, ClassicDragonflyBehaviours)
 TEST(AdaptiveRouting, LoneMessageStaysMinimalAndTheBiasLeansTowardIt)
 {
   const int P = static_cast<int>(kGroups * kNodesPerGroup);
-  start_engine(NetworkOptions{});
+  start_engine();
   simgrid::s4u::create_full_zone("root");
   const std::vector<simgrid::s4u::Host*> hosts(P, build_single_host_platform("link_level"));
   auto makespan = [&](const std::string& routing, const std::vector<PatternMessage>& messages, json adaptive) {
@@ -312,7 +312,7 @@ TEST(FatTreeRandomRouting, SpreadsWhatDModKStacks)
     for (int i = 0; i < 3; ++i)
       for (int part = 0; part < 16; ++part)
         messages.push_back({4 * leaf + i, static_cast<RankId>(4 * ((leaf + 1 + i) % 4) + leaf), S / 16, 0});
-  start_engine(NetworkOptions{});
+  start_engine();
   simgrid::s4u::create_full_zone("root");
   const std::vector<simgrid::s4u::Host*> hosts(P, build_single_host_platform("link_level"));
   auto makespan = [&](const std::string& routing) {

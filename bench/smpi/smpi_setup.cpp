@@ -3,6 +3,7 @@
 // of the config's network model, one per line (the options sparsim starts its engine with).
 //
 // Usage: sparsim_smpi_setup CONFIG HOSTFILE
+#include "sim/network/models/network_model.hpp"
 #include "sim/network/simgrid/engine.hpp"
 #include "sim/run/config.hpp"
 #include "topologies/network_graph.hpp"
@@ -25,7 +26,8 @@ int main(int argc, char** argv)
       hostfile << graph.vertex_name(node) << '\n';
     if (!hostfile.flush())
       throw std::runtime_error(std::string("cannot write ") + argv[2]);
-    for (const std::string& option : sparsim::simgrid_options(config.network))
+    for (const std::string& option : sparsim::simgrid_options(
+             sparsim::network_model(config.network.model).simgrid_model, config.network.crosstraffic))
       std::printf("%s\n", option.c_str());
   } catch (const sparsim::ConfigError& error) {
     std::fprintf(stderr, "%s\n", error.what());

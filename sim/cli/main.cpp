@@ -2,6 +2,7 @@
 #include "algorithms/registry.hpp"
 #include "sim/cli/sweep.hpp"
 #include "sim/gradients/calibrated_source.hpp"
+#include "sim/network/models/network_model.hpp"
 #include "sim/output/results.hpp"
 #include "sim/output/trace.hpp"
 #include "sim/run/config.hpp"
@@ -221,6 +222,12 @@ std::string joined_command_line(int argc, char** argv)
   return line;
 }
 
+// The network model validate and the long-run warning set beside the config's own.
+const sparsim::NetworkModel& compared_model(const sparsim::ExperimentConfig& config)
+{
+  return sparsim::network_model(sparsim::network_model(config.network.model).compared_with);
+}
+
 int command_run(const Arguments& args, const std::string& command_line)
 {
   // Selections and messages are vectors of a few MiB allocated and freed all the time: keep them in the
@@ -239,7 +246,7 @@ int command_run(const Arguments& args, const std::string& command_line)
                config.ranks, config.iterations);
     const std::string warning =
         sparsim::long_run_warning(config, sparsim::estimate_wall_time(config, threads),
-                                  sparsim::estimate_wall_time(config, threads, config.network.simgrid_flows()));
+                                  sparsim::estimate_wall_time(config, threads, compared_model(config)));
     if (!warning.empty())
       fmt::print(stderr, "sparsim: warning: {}\n", warning);
   }
@@ -285,11 +292,10 @@ int command_validate(const Arguments& args)
   const auto routes = sparsim::summarize_routes(
       *config.topology, sparsim::place_ranks(config.placement, config.ranks, config.topology->node_count()));
   const auto memory = sparsim::estimate_memory(config);
-  const std::string network =
-      config.network.simgrid_flows()
-          ? fmt::format("{} (SimGrid's flows; \"LinkLevel\" is much faster at scale)", config.network.model)
-          : fmt::format("{} (the link-level model; \"CM02\" is the reference), ranks as {}", config.network.model,
-                        config.network.fibers() ? "fibers" : "SimGrid actors");
+  const sparsim::NetworkModel& model = sparsim::network_model(config.network.model);
+  const std::string network = fmt::format(
+      "{} ({}){}", model.name, model.summary,
+      model.runtimes.size() > 1 ? ", ranks as " + sparsim::runtime_description(config.network.runtime) : "");
   const int threads = sparsim::machine_cores();
   const sparsim::WallEstimate wall = sparsim::estimate_wall_time(config, threads);
   fmt::print("{}: valid\n  {} on {} ranks, n = {}, {} iteration(s)\n  platform {}\n  network  {}\n  routes latency "
@@ -305,11 +311,10 @@ int command_validate(const Arguments& args)
                                                              threads, sparsim::format_wall_time(wall.selection_stage),
                                                              sparsim::format_wall_time(wall.network))
                                                : "";
-  const sparsim::WallEstimate other = sparsim::estimate_wall_time(config, threads, config.network.simgrid_flows());
+  const sparsim::WallEstimate other = sparsim::estimate_wall_time(config, threads, compared_model(config));
   fmt::print("  wall     about {}{} (rough, within about 3x: host costs measured on a 2-core machine, "
              "docs/benchmarks.md); under {} about {}\n",
-             sparsim::format_wall_time(wall.total()), parts,
-             config.network.simgrid_flows() ? "the link-level model" : "SimGrid's flows",
+             sparsim::format_wall_time(wall.total()), parts, fmt::format("network.model \"{}\"", model.compared_with),
              sparsim::format_wall_time(other.total()));
   if (const std::string warning = sparsim::long_run_warning(config, wall, other); !warning.empty())
     fmt::print("  warning  {}\n", warning);

@@ -26,10 +26,14 @@ struct NetworkOptions {
   std::string runtime = kSimGridActors;
   std::size_t fiber_stack = kDefaultFiberStack;
 
-  // Whether SimGrid's flows time the messages (otherwise the link-level model does).
-  bool simgrid_flows() const { return model != kLinkLevel; }
   // Whether the ranks run as fibers (otherwise as SimGrid actors): then SimGrid does not run at all.
   bool fibers() const { return runtime == kFibers; }
 };
+
+// A runtime for people: "fibers", "SimGrid actors".
+inline std::string runtime_description(const std::string& runtime)
+{
+  return runtime == NetworkOptions::kFibers ? "fibers" : "SimGrid actors";
+}
 
 } // namespace sparsim

@@ -4,8 +4,6 @@
 #include "sim/output/links.hpp"
 #include "sim/run/memory.hpp"
 
-#include "sim/network/simgrid/engine.hpp"
-
 #include <cstdio>
 #include <fmt/format.h>
 #include <fstream>
@@ -78,7 +76,6 @@ Provenance collect_provenance(const std::string& command_line)
   }
   if (p.git_revision.empty())
     p.git_revision = "unknown";
-  p.simgrid_version = simgrid_version();
   p.command_line = command_line;
   return p;
 }
@@ -195,19 +192,12 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
       {"files", {"results.csv", "ranks.csv", "links.csv"}},
   };
 
-  if (!config.network.fibers()) { // SimGrid ran: its actors, and its flows unless the model is the link-level one
-    manifest["simgrid_version"] = provenance.simgrid_version;
-    manifest["simgrid_options"] = simgrid_options(config.network);
-  }
-  if (config.topology->adaptive_routing().candidates > 0)
-    manifest["nonminimal_routes"] = output.nonminimal_routes; // of the run's simulated_messages
-  if (output.mean_field) // selection.residual "mean_field": its memory beside the estimate's
+  manifest.update(output.network_fields); // what the network model records of its run
+  if (output.mean_field)                  // selection.residual "mean_field": its memory beside the estimate's
     manifest["mean_field"] = {{"state_bytes", output.mean_field->state_bytes},
                               {"carried_cap_entries_per_rank", output.mean_field->carried_cap},
                               {"carried_largest_store", output.mean_field->carried_largest},
                               {"carried_evicted_entries", output.mean_field->carried_evicted}};
-  if (!config.network.simgrid_flows())
-    manifest["rank_parks"] = output.rank_parks; // the link-level model's rank switches (host cost, not a result)
   // Every file is complete under its temporary name before any is published, so the folder holds a mix of
   // old and new files only for the renames. The manifest vouches for the others: the old one goes
   // first, the new one is published last.

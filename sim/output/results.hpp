@@ -14,7 +14,6 @@ namespace sparsim {
 
 struct Provenance {
   std::string git_revision; // "unknown" outside a git checkout; "-dirty" when the tree had changes
-  std::string simgrid_version;
   std::string command_line;
 };
 Provenance collect_provenance(const std::string& command_line);

@@ -2,10 +2,12 @@
 
 #include "algorithms/registry.hpp"
 #include "sim/base/data_files.hpp"
+#include "sim/network/models/network_model.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -64,6 +66,16 @@ nlohmann::json with_reference_code(const nlohmann::json& document)
         merged[section][key] = value;
   }
   return merged;
+}
+
+// The names of the network models that `fits`, quoted and joined by "or": "\"LinkLevel\"".
+template <class Fits> std::string quoted_models_where(const Fits& fits)
+{
+  std::vector<std::string> names;
+  for (const NetworkModel& model : network_models())
+    if (fits(model))
+      names.push_back("\"" + model.name + "\"");
+  return fmt::format("{}", fmt::join(names, " or "));
 }
 
 } // namespace
@@ -158,28 +170,29 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
 
   {
     JsonReader network = root.optional_object("network");
-    // SimGrid's "Constant" model is not offered: it has no links, and every platform here is made of links.
-    config.network.model = network.get_enum("model", {"CM02", "LV08", "SMPI", NetworkOptions::kLinkLevel}, "CM02");
+    config.network.model = network.get_enum("model", network_model_names(), "CM02");
+    const NetworkModel& model = network_model(config.network.model);
     config.network.crosstraffic = network.get_bool("crosstraffic", false);
-    if (config.network.crosstraffic && !config.network.simgrid_flows())
+    if (config.network.crosstraffic && !model.acknowledgement_traffic)
       throw ConfigError("network.crosstraffic", "true",
-                        "false with network.model \"LinkLevel\" (that model has no acknowledgement traffic)");
-    // SimGrid's flows follow static routes (the platform's route table): a route per message needs the
-    // link-level model.
-    if (config.network.simgrid_flows() &&
+                        "false with network.model \"" + model.name + "\" (that model has no acknowledgement traffic)");
+    // A model keeps the platform's static routes unless it routes each message itself.
+    if (!model.routes_per_message &&
         (config.topology->routes_per_message() || config.topology->adaptive_routing().candidates > 0))
       throw ConfigError("topology.routing", "\"" + config.topology->routing() + "\"",
-                        "static routing with network.model \"" + config.network.model +
-                            "\" (SimGrid's flows keep static routes); \"" + config.topology->routing() +
-                            "\" needs network.model \"" + NetworkOptions::kLinkLevel + "\"");
-    config.network.runtime = network.get_enum(
-        "runtime", {NetworkOptions::kSimGridActors, NetworkOptions::kFibers},
-        std::string(config.network.simgrid_flows() ? NetworkOptions::kSimGridActors : NetworkOptions::kFibers));
-    if (config.network.fibers() && config.network.simgrid_flows())
-      throw ConfigError("network.runtime", "\"fibers\"",
-                        "\"simgrid\" with network.model \"" + config.network.model +
-                            "\" (SimGrid's flows time SimGrid's actors); fibers need network.model \"" +
-                            NetworkOptions::kLinkLevel + "\"");
+                        "static routing with network.model \"" + model.name + "\" (it keeps static routes); \"" +
+                            config.topology->routing() + "\" needs network.model " +
+                            quoted_models_where([](const NetworkModel& m) { return m.routes_per_message; }));
+    const std::string runtime =
+        network.get_enum("runtime", {NetworkOptions::kSimGridActors, NetworkOptions::kFibers}, model.runtimes.front());
+    if (std::find(model.runtimes.begin(), model.runtimes.end(), runtime) == model.runtimes.end())
+      network.fail("runtime", runtime,
+                   fmt::format("\"{}\" with network.model \"{}\"; \"{}\" needs network.model {}",
+                               fmt::join(model.runtimes, "\" or \""), model.name, runtime,
+                               quoted_models_where([&](const NetworkModel& m) {
+                                 return std::find(m.runtimes.begin(), m.runtimes.end(), runtime) != m.runtimes.end();
+                               })));
+    config.network.runtime = runtime;
     if (network.has("fiber_stack")) {
       const std::string text = network.get_string("fiber_stack");
       const std::optional<Bytes> stack = parse_bytes(text);

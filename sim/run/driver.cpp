@@ -1,11 +1,6 @@
 #include "sim/run/driver.hpp"
 
-#include "sim/network/fibers/fiber_ranks.hpp"
-#include "sim/network/link_level/transport.hpp"
-#include "sim/network/simgrid/engine.hpp"
-#include "sim/network/simgrid/parking.hpp"
-#include "sim/network/simgrid/transport.hpp"
-#include "sim/network/simgrid/zone.hpp"
+#include "sim/network/models/network_model.hpp"
 #include "sim/run/link_labels.hpp"
 #include "sim/run/rank_loop.hpp"
 
@@ -17,47 +12,6 @@
 
 namespace sparsim {
 namespace {
-
-// The network model that moves the run's messages, and the runtime its ranks run in: SimGrid actors on
-// `rank_hosts`, or `fibers`.
-struct NetworkSetup {
-  std::vector<simgrid::s4u::Host*> rank_hosts;
-  std::unique_ptr<RankParking> parking; // the link-level model's
-  FiberRanks* fibers = nullptr;         // the same parking, when the ranks are fibers
-  std::unique_ptr<Transport> transport;
-  const LinkLevelTransport* link_level = nullptr; // the same transport, when it is the link-level model's
-};
-
-NetworkSetup set_up_network(const ExperimentConfig& config, const NetworkGraph& graph,
-                            const std::vector<std::size_t>& rank_nodes)
-{
-  NetworkSetup setup;
-  if (config.network.simgrid_flows()) {
-    // SimGrid's flows: the topology's platform, every rank on its node's host.
-    const std::vector<simgrid::s4u::Host*> nodes = build_platform(*config.topology, graph);
-    for (std::size_t node : rank_nodes)
-      setup.rank_hosts.push_back(nodes[node]);
-    setup.transport = std::make_unique<SimGridTransport>(setup.rank_hosts);
-    return setup;
-  }
-  // The link-level model: the links live in the model; the ranks are fibers, or actors sharing one host.
-  if (config.network.fibers()) {
-    auto fibers = std::make_unique<FiberRanks>(config.ranks, config.network.fiber_stack);
-    setup.fibers = fibers.get();
-    setup.parking = std::move(fibers);
-  } else {
-    static int platforms = 0; // one engine per process: every platform needs a new name
-    simgrid::s4u::Host* host = build_single_host_platform(fmt::format("link_level{}", platforms++));
-    setup.rank_hosts.assign(static_cast<std::size_t>(config.ranks), host);
-    setup.parking = std::make_unique<ActorParking>(config.ranks);
-  }
-  auto transport =
-      std::make_unique<LinkLevelTransport>(config.ranks, *setup.parking, link_slot_specs(graph),
-                                           link_route(*config.topology, rank_nodes, graph.edge_count(), config.seed));
-  setup.link_level = transport.get();
-  setup.transport = std::move(transport);
-  return setup;
-}
 
 std::uint64_t peak_rss_bytes()
 {
@@ -143,12 +97,16 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
 {
   const auto wall_start = std::chrono::steady_clock::now();
 
-  if (!config.network.fibers())
-    start_engine(config.network);
   const std::vector<std::size_t> rank_nodes =
       place_ranks(config.placement, config.ranks, config.topology->node_count());
   const NetworkGraph graph = config.topology->graph(); // built once: the platform, routes and link labels
-  NetworkSetup network = set_up_network(config, graph, rank_nodes);
+  const std::unique_ptr<NetworkRun> network = network_model(config.network.model)
+                                                  .set_up({.ranks = config.ranks,
+                                                           .options = config.network,
+                                                           .topology = *config.topology,
+                                                           .graph = graph,
+                                                           .rank_nodes = rank_nodes,
+                                                           .seed = config.seed});
 
   RunOutput out;
   out.routes = summarize_routes(*config.topology, graph, rank_nodes);
@@ -156,7 +114,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
       config.cost_inputs(out.routes.latency_max, out.routes.bandwidth_min > 0 ? 1.0 / out.routes.bandwidth_min : 0.0);
   out.closed_form = config.algorithm->closed_form(out.cost_inputs);
 
-  Transport& transport = *network.transport;
+  Transport& transport = network->transport();
   World world(transport, config.ranks, config.workload.wire,
               link_route(*config.topology, rank_nodes, graph.edge_count(), config.seed), link_slot_count(graph));
   RunState run{.config = config,
@@ -187,8 +145,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
       run_dense_rank(run, dense_verifier, rank);
     transport.rank_finished(rank);
   };
-  const int finished_ranks =
-      network.fibers ? network.fibers->run(rank_body) : run_rank_actors(network.rank_hosts, rank_body);
+  const int finished_ranks = network->run_ranks(rank_body);
   if (finished_ranks != config.ranks)
     throw std::runtime_error(fmt::format("deadlock: {} of {} ranks never finished (a receive without a matching "
                                          "send, or a send without a matching receive)",
@@ -218,10 +175,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   out.selection_shared_wall.assign(run.selection_shared_wall.begin(),
                                    run.selection_shared_wall.begin() + out.completed_iterations);
   out.links = label_link_loads(world.link_loads().loads(), graph);
-  if (network.link_level) {
-    out.nonminimal_routes = network.link_level->nonminimal_routes();
-    out.rank_parks = network.link_level->rank_parks();
-  }
+  out.network_fields = network->manifest_fields();
   if (const MeanFieldResidual* model = selection_stage ? selection_stage->mean_field() : nullptr)
     out.mean_field =
         RunOutput::MeanFieldMemory{MeanFieldResidual::kStateBytesPerEntry * config.workload.n, model->carried_cap(),

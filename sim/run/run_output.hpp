@@ -6,6 +6,8 @@
 #include "sim/comm/communicator.hpp"
 #include "topologies/topology.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -75,13 +77,14 @@ struct RunOutput {
   std::vector<Seconds> selection_wall; // host seconds of each iteration spent in the selection stage (0: dense)
   std::vector<Seconds> selection_shared_wall; // the part of it spent on what ranks share (candidates' floor, plan)
   std::uint64_t peak_rss_bytes = 0;
-  std::uint64_t messages = 0;          // simulated messages, all iterations
-  int completed_iterations = 0;        // fewer than configured when the run stopped early (partial results)
-  std::string stop_reason;             // why, for partial results
-  std::vector<LinkRow> links;          // links.csv: the SimGrid links that carried bytes
-  std::uint64_t nonminimal_routes = 0; // adaptive routing: messages it sent on a non-minimal route
-  std::uint64_t rank_parks = 0;        // link-level model: times a rank stopped and was switched out
-  RunTrace trace;                      // the traced iteration's timeline (none unless asked for)
+  std::uint64_t messages = 0;   // simulated messages, all iterations
+  int completed_iterations = 0; // fewer than configured when the run stopped early (partial results)
+  std::string stop_reason;      // why, for partial results
+  std::vector<LinkRow> links;   // links.csv: the SimGrid links that carried bytes
+  // The network model's own manifest fields: what ran (SimGrid's version only where SimGrid ran) and its
+  // counters (the link-level model's rank_parks, adaptive routing's nonminimal_routes).
+  nlohmann::json network_fields = nlohmann::json::object();
+  RunTrace trace; // the traced iteration's timeline (none unless asked for)
   // selection.residual "mean_field": the shared state's bytes, and its carried stores (entries per rank at most,
   // the largest store offered, the entries evicted beyond the cap over the run).
   struct MeanFieldMemory {

@@ -13,25 +13,11 @@
 namespace sparsim {
 namespace {
 
-// Host seconds per message posted at a rank count, dense (the ring with phantom data: the network alone) and
-// sparse (the collectives' messages, with their merges and sums taken out: Ok-Topk and SparCML's split
-// allgather, uniform gradients, link-level model). Measured on this project's 2-core machine (docs/benchmarks.md,
-// "Wall-time estimate"); between two rank counts the cost is interpolated in log2 P, beyond the ends it is held.
-struct MessageCost {
-  double ranks;
-  Seconds dense;
-  Seconds sparse;
-};
-constexpr MessageCost kLinkLevelCosts[] = {
-    {256, 1.7e-6, 4.0e-6}, {1024, 3.0e-6, 4.5e-6}, {2048, 5.5e-6, 5.5e-6}, {4096, 6.0e-6, 7.0e-6}};
-// Under SimGrid's flows the max-min solver's work grows with the flows in flight: Ok-Topk 24-36 us per message
-// at P = 256 and 121 us at P = 1024 (docs/benchmarks.md, "The link-level network model").
-constexpr MessageCost kFlowCosts[] = {{256, 3.1e-6, 36e-6}, {1024, 8e-6, 120e-6}, {4096, 12.7e-6, 120e-6}};
-
-Seconds seconds_per_message(int ranks, bool link_level, bool sparse_collective)
+// Between two rank counts of a model's measured costs (NetworkModel::message_costs) the cost is interpolated in
+// log2 P; beyond the ends it is held.
+Seconds seconds_per_message(int ranks, const NetworkModel& model, bool sparse_collective)
 {
-  const std::span<const MessageCost> costs =
-      link_level ? std::span<const MessageCost>(kLinkLevelCosts) : std::span<const MessageCost>(kFlowCosts);
+  const std::span<const MessageCost> costs = model.message_costs;
   auto cost = [&](const MessageCost& at) { return sparse_collective ? at.sparse : at.dense; };
   const auto above = std::find_if(costs.begin(), costs.end(), [&](const MessageCost& at) { return at.ranks >= ranks; });
   if (above == costs.begin())
@@ -73,7 +59,7 @@ Seconds seconds_per_entry(const ExperimentConfig& config)
 
 } // namespace
 
-WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads, bool link_level)
+WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads, const NetworkModel& model)
 {
   const CostInputs inputs = config.cost_inputs();
   const ClosedForm closed_form = config.algorithm->closed_form(inputs);
@@ -82,7 +68,7 @@ WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads, boo
   estimate.messages_upper_bound = closed_form.messages_upper_bound;
   if (!config.is_sparse()) {
     estimate.messages = config.iterations * closed_form.messages;
-    estimate.network = estimate.messages * seconds_per_message(config.ranks, link_level, false);
+    estimate.network = estimate.messages * seconds_per_message(config.ranks, model, false);
     return estimate;
   }
   // Sparse: the dense warm-up iterations run the ring; the others the algorithm after the selection stage.
@@ -92,8 +78,8 @@ WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads, boo
   const double sparse_messages = sparse_iterations * closed_form.messages;
   const double n = static_cast<double>(config.workload.n), k = static_cast<double>(config.workload.k);
   estimate.messages = warmup_messages + sparse_messages;
-  estimate.network = warmup_messages * seconds_per_message(config.ranks, link_level, false) +
-                     sparse_messages * seconds_per_message(config.ranks, link_level, true) +
+  estimate.network = warmup_messages * seconds_per_message(config.ranks, model, false) +
+                     sparse_messages * seconds_per_message(config.ranks, model, true) +
                      sparse_iterations * config.ranks * k * kSecondsPerSelectedPair;
   const int usable = std::max(1, std::min(config.gradients->concurrent_generate() ? threads : 1, config.ranks));
   if (config.gradients->generates_candidates()) {
@@ -114,7 +100,7 @@ WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads, boo
 
 WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads)
 {
-  return estimate_wall_time(config, threads, !config.network.simgrid_flows());
+  return estimate_wall_time(config, threads, network_model(config.network.model));
 }
 
 std::string long_run_warning(const ExperimentConfig& config, const WallEstimate& wall, const WallEstimate& other)
@@ -122,8 +108,9 @@ std::string long_run_warning(const ExperimentConfig& config, const WallEstimate&
   if (wall.total() <= kLongRun)
     return "";
   const std::string advice =
-      config.network.simgrid_flows() && other.total() < 0.5 * wall.total()
-          ? fmt::format("; network.model \"LinkLevel\" would take about {}", format_wall_time(other.total()))
+      other.total() < 0.5 * wall.total()
+          ? fmt::format("; network.model \"{}\" would take about {}", network_model(config.network.model).compared_with,
+                        format_wall_time(other.total()))
           : "";
   return fmt::format(
       "a long run (about {} of wall time{}){}; sparsim run --time-limit stops it cleanly with the "

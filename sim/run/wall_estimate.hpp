@@ -9,6 +9,7 @@
 // selected pair for every sparse algorithm.
 #pragma once
 
+#include "sim/network/models/network_model.hpp"
 #include "sim/run/config.hpp"
 
 #include <string>
@@ -24,15 +25,15 @@ struct WallEstimate {
   Seconds total() const { return selection_stage + network; }
 };
 
-// The estimate under the config's network model, or under the link-level model (`link_level`) or SimGrid's
-// flows (the other model, which validate prints beside it).
+// The estimate under the config's network model, or under `model` (validate prints the estimate under the
+// model the config's is compared with beside it: NetworkModel::compared_with).
 WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads);
-WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads, bool link_level);
+WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads, const NetworkModel& model);
 
 // Runs estimated above this get a warning from validate and when they start.
 constexpr Seconds kLongRun = 3600;
 // The warning for a run estimated above kLongRun ("" below it), from its estimates under its own network model
-// (`wall`) and the other (`other`): the estimate, and under SimGrid's flows the link-level model's when it is
+// (`wall`) and under the model it is compared with (`other`): the estimate, and the other model's when it is
 // much shorter.
 std::string long_run_warning(const ExperimentConfig& config, const WallEstimate& wall, const WallEstimate& other);
 

@@ -13,12 +13,11 @@
 
 namespace sparsim {
 
-std::vector<std::string> simgrid_options(const NetworkOptions& network)
+std::vector<std::string> simgrid_options(const std::string& flow_model, bool crosstraffic)
 {
   return {
-      // The link-level model times messages itself; SimGrid then only runs the rank actors (any model does).
-      "--cfg=network/model:" + (network.simgrid_flows() ? network.model : std::string("CM02")),
-      std::string("--cfg=network/crosstraffic:") + (network.crosstraffic ? "1" : "0"),
+      "--cfg=network/model:" + flow_model,
+      std::string("--cfg=network/crosstraffic:") + (crosstraffic ? "1" : "0"),
       // Each rank actor's stack, in KiB (SimGrid's default is 8 MiB): the rank code needs between 16 and 32 KiB
       // (every baseline run passes at 32 KiB and overflows into the guard page at 16), and 4096 stacks 512 KiB apart
       // instead of 8 MiB apart share page-table pages (Ok-Topk at P = 4096: 1.16x, docs/benchmarks.md).
@@ -33,13 +32,13 @@ std::string simgrid_version()
   return fmt::format("{}.{}.{}", SIMGRID_VERSION_MAJOR, SIMGRID_VERSION_MINOR, SIMGRID_VERSION_PATCH);
 }
 
-simgrid::s4u::Engine& start_engine(const NetworkOptions& network)
+simgrid::s4u::Engine& start_engine(const std::string& flow_model, bool crosstraffic)
 {
   static std::unique_ptr<simgrid::s4u::Engine> engine;
   if (!engine) {
     // The engine takes argc/argv; hand it the network model options.
     std::vector<std::string> args = {"sparsim"};
-    for (const auto& option : simgrid_options(network))
+    for (const auto& option : simgrid_options(flow_model, crosstraffic))
       args.push_back(option);
     std::vector<char*> argv;
     for (auto& a : args)

@@ -2,7 +2,6 @@
 #pragma once
 
 #include "sim/base/units.hpp"
-#include "sim/network/options.hpp"
 
 #include <functional>
 #include <string>
@@ -15,13 +14,14 @@ class Host;
 
 namespace sparsim {
 
-// SimGrid command-line options for the config's network model.
-std::vector<std::string> simgrid_options(const NetworkOptions& network);
+// SimGrid command-line options: `flow_model` (SimGrid's network/model: "CM02", "LV08" or "SMPI") with or
+// without its acknowledgement traffic (network/crosstraffic).
+std::vector<std::string> simgrid_options(const std::string& flow_model, bool crosstraffic);
 // The installed SimGrid's version, "3.32.0".
 std::string simgrid_version();
 // Starts SimGrid's engine with those options. The engine exists once per process: the first call creates
 // it, later calls return it unchanged.
-simgrid::s4u::Engine& start_engine(const NetworkOptions& network);
+simgrid::s4u::Engine& start_engine(const std::string& flow_model = "CM02", bool crosstraffic = false);
 
 // Runs `body(rank)` as one SimGrid actor per rank (actor "rank<r>" on rank_hosts[r]) until the simulation
 // ends. The first exception a rank throws stops every rank and is rethrown here (rethrow_rank_failure). Returns how
