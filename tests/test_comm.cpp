@@ -224,6 +224,39 @@ TEST(Communicator, CountsMessagesBytesAndTimePerPhase)
   EXPECT_NEAR(stats0[second].time, 2 * kLatency + 12 / kBandwidth, 1e-12);
 }
 
+// Each rank writes only its own counters: the receiver counts a message when its receive completes (not when
+// the sender posts it), under the sender's phase that the message carries, not the receiver's.
+TEST(Communicator, ReceiverCountsAMessageWhenItsReceiveCompletesUnderTheSendersPhase)
+{
+  Simulation sim(2);
+  SimGridTransport transport(sim.hosts);
+  World world(transport, static_cast<int>(sim.hosts.size()), WireFormat{});
+  std::vector<PhaseStats> before_wait, after_wait;
+  sg4::Actor::create("r0", sim.hosts[0], [&] {
+    Communicator comm(world, 0);
+    auto scope = comm.phase("sending");
+    comm.send(1, 0, block_of(std::vector<float>(100, 0.f)));
+  });
+  sg4::Actor::create("r1", sim.hosts[1], [&] {
+    Communicator comm(world, 1);
+    auto scope = comm.phase("receiving");
+    sg4::this_actor::sleep_for(1); // rank 0 has posted its send by now
+    Request request = comm.irecv(0, 0);
+    before_wait = world.take_stats(1);
+    comm.wait(request);
+    after_wait = world.take_stats(1);
+  });
+  sim.engine->run();
+  const PhaseId sending = world.phases().id_of("sending"), receiving = world.phases().id_of("receiving");
+  before_wait.resize(world.phases().names().size());
+  for (const PhaseStats& stats : before_wait)
+    EXPECT_EQ(stats.msgs_recv, 0u);
+  ASSERT_GT(after_wait.size(), std::max(sending, receiving));
+  EXPECT_EQ(after_wait[sending].msgs_recv, 1u);
+  EXPECT_EQ(after_wait[sending].bytes_recv, 400u);
+  EXPECT_EQ(after_wait[receiving].msgs_recv, 0u);
+}
+
 // computed_once: the first of the ranks that hold the same payloads computes, the others take that object;
 // the entry goes once every rank has taken it, so the same payloads ask again compute again, and other
 // payloads (or the same payloads in another order) never share a result.

@@ -1,6 +1,6 @@
 // What the Communicator counts: messages, bytes and simulated time per rank and phase, under interned phase
-// names. Every message is counted when its send is posted, for the sender (sent) and the receiver
-// (received), under the sender's current phase.
+// names. Every message is counted under the sender's phase: by the sender (sent) when it posts it, by the
+// receiver (received) when its receive completes.
 #pragma once
 
 #include "sim/base/units.hpp"

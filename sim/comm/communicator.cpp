@@ -14,14 +14,9 @@ Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void
 {
   if (dest < 0 || dest >= size())
     throw std::out_of_range("send to rank " + std::to_string(dest) + " of " + std::to_string(size()));
-  TrafficStats& traffic = world_.traffic();
-  PhaseStats& sent = traffic.of(rank_, phase_);
+  PhaseStats& sent = world_.traffic().of(rank_, phase_);
   sent.msgs_sent += 1;
   sent.bytes_sent += bytes;
-  PhaseStats& received = traffic.of(dest, phase_);
-  received.msgs_recv += 1;
-  received.bytes_recv += bytes;
-  const std::span<const std::size_t> route = world_.link_loads().add(rank_, dest, bytes, iteration_);
   world_.count_message();
 
   Request request;
@@ -35,7 +30,7 @@ Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void
                .bytes = bytes,
                .payload = std::move(payload),
                .type = type,
-               .route = route,
+               .phase = phase_,
                .iteration = iteration_});
   return request;
 }
@@ -61,7 +56,6 @@ void Communicator::wait(Request& request)
   Transport& transport = world_.transport();
   const Seconds started = tracing_ ? transport.now() : 0;
   transport.wait(*request.message_, request.receive_);
-  request.done_ = true;
   if (tracing_)
     world_.trace().record(rank_,
                           {.kind = request.receive_ ? TraceSlice::Kind::receive_wait : TraceSlice::Kind::send_wait,
@@ -71,8 +65,7 @@ void Communicator::wait(Request& request)
                            .peer = request.peer_,
                            .tag = request.tag_,
                            .bytes = request.message_->bytes});
-  if (!request.receive_)
-    request.message_.reset(); // the sender keeps nothing once delivered
+  complete(request);
 }
 
 void Communicator::wait_all(std::span<Request> requests)
@@ -93,10 +86,21 @@ void Communicator::wait_all(std::span<Request> requests)
       halves.push_back({.message = request.message_.get(), .is_receive = request.receive_});
   if (!halves.empty())
     world_.transport().wait_all(rank_, halves);
-  for (auto& request : requests) {
-    request.done_ = true;
-    if (!request.receive_)
-      request.message_.reset(); // the sender keeps nothing once delivered
+  for (auto& request : requests)
+    if (!request.done_)
+      complete(request);
+}
+
+void Communicator::complete(Request& request)
+{
+  request.done_ = true;
+  if (request.receive_) {
+    const Message& message = *request.message_;
+    PhaseStats& received = world_.traffic().of(rank_, message.phase);
+    received.msgs_recv += 1;
+    received.bytes_recv += message.bytes;
+  } else {
+    request.message_.reset(); // the sender keeps nothing once delivered
   }
 }
 

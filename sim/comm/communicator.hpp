@@ -7,14 +7,14 @@
 // (source, tag), in posting order per (source, tag) (sim/comm/matcher.hpp). A send completes when its data
 // has arrived, and so does the matching receive.
 //
-// Accounting: every message is counted when its send is posted, for the sender (sent) and the receiver
-// (received), under the sender's current phase. Phase time is the simulated time each rank spends while
-// the phase is current. The simulated size of a message is wire_bytes(payload), never a number an
-// algorithm passes in.
+// Accounting: every message is counted under the sender's phase when it was posted: by its sender (sent) when
+// the send is posted, by its receiver (received) when its receive completes; each rank writes only its own
+// counters. Phase time is the simulated time each rank spends while the phase is current. The simulated size
+// of a message is wire_bytes(payload), never a number an algorithm passes in.
 //
-// Link loads: every message also adds its bytes, when its send is posted, to each link of the route between
-// the two ranks (links.csv, sim/comm/link_loads.hpp). Tracing: in the one iteration chosen for a trace, each
-// rank records its phase segments and its waits on messages (sparsim run --trace, sim/output/trace.hpp).
+// Link loads (links.csv) are the transport's to count (sim/comm/transport.hpp). Tracing: in the one iteration
+// chosen for a trace, each rank records its phase segments and its waits on messages (sparsim run --trace,
+// sim/output/trace.hpp).
 #pragma once
 
 #include "sim/base/units.hpp"
@@ -161,6 +161,8 @@ public:
 private:
   Request post_send(RankId dest, Tag tag, std::shared_ptr<const void> payload, std::type_index type, Bytes bytes);
   void switch_phase(PhaseId next);
+  // Marks a waited request done; a receive counts its message for this rank under the sender's phase.
+  void complete(Request& request);
 
   World& world_;
   RankId rank_;

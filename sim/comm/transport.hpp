@@ -5,9 +5,13 @@
 // Contract (rendezvous): a message's transfer starts when both its halves, the send and the receive, are
 // posted; each side then waits on its own half, which completes when the data has arrived. The payload is
 // never copied: the receiver takes the sender's shared object.
+//
+// A transport counts the link loads of the messages it moves (links.csv), when a send is posted, on the route
+// the message takes: the route the topology gives, or the one the transport chose (adaptive routing).
 #pragma once
 
 #include "sim/base/units.hpp"
+#include "sim/comm/accounting.hpp"
 #include "sim/comm/link_loads.hpp"
 
 #include <cstdint>
@@ -29,6 +33,7 @@ struct Message {
   Bytes bytes = 0;
   std::shared_ptr<const void> payload; // null until the send is posted
   std::type_index type{typeid(void)};
+  PhaseId phase = 0; // the sender's phase when it posted the send (the receiver counts the message under it)
 };
 using MessagePtr = std::shared_ptr<Message>;
 
@@ -71,9 +76,8 @@ struct Outgoing {
   Bytes bytes = 0;
   std::shared_ptr<const void> payload;
   std::type_index type{typeid(void)};
-  // The links it crosses (the World's link slots), when the caller has found them already; else empty.
-  std::span<const std::size_t> route{};
-  // The iteration it belongs to (the link loads of a route the transport chooses count it there).
+  PhaseId phase = 0;
+  // The iteration it belongs to (its link loads count in that iteration).
   int iteration = 0;
 };
 
@@ -98,9 +102,6 @@ public:
   virtual MessagePtr post_receive(const PairFunction& pair, RankId receiver) = 0;
   // Blocks the calling rank until its half of `message` has completed (is_receive: the receive half).
   virtual void wait(Message& message, bool is_receive) = 0;
-  // A transport that chooses each message's route itself (adaptive routing: `loads` routes_chosen_at_start())
-  // counts the route it chose in `loads`; the others find the route in Outgoing::route, counted already.
-  virtual void count_chosen_routes_in(LinkLoadCounter& loads) { (void)loads; }
   // Blocks the calling rank `rank` until every one of `halves` has completed: the same simulated time as
   // waiting on them one after the other, which is what this default does.
   virtual void wait_all(RankId rank, std::span<const Half> halves)

@@ -3,7 +3,6 @@
 #pragma once
 
 #include "sim/comm/accounting.hpp"
-#include "sim/comm/link_loads.hpp"
 #include "sim/comm/matcher.hpp"
 #include "sim/comm/shared_results.hpp"
 #include "sim/comm/trace_recorder.hpp"
@@ -18,17 +17,14 @@ namespace sparsim {
 
 class World {
 public:
-  // `ranks` ranks on `transport`; link loads follow `route` over `link_slots` links (none without a route).
-  World(Transport& transport, int ranks, WireFormat wire, LinkRoute route = {}, std::size_t link_slots = 0)
+  // `ranks` ranks on `transport`.
+  World(Transport& transport, int ranks, WireFormat wire)
       : transport_(transport)
       , ranks_(ranks)
       , wire_(wire)
       , matcher_(ranks)
       , traffic_(ranks)
-      , link_loads_(ranks, std::move(route), link_slots)
   {
-    if (link_loads_.routes_chosen_at_start())
-      transport_.count_chosen_routes_in(link_loads_);
   }
 
   int size() const { return ranks_; }
@@ -48,8 +44,6 @@ public:
   PhaseNames& phases() { return phases_; }
   const PhaseNames& phases() const { return phases_; }
   TrafficStats& traffic() { return traffic_; }
-  LinkLoadCounter& link_loads() { return link_loads_; }
-  const LinkLoadCounter& link_loads() const { return link_loads_; }
   TraceRecorder& trace() { return trace_; }
   SharedResults& shared_results() { return shared_results_; }
   const SharedResults& shared_results() const { return shared_results_; }
@@ -72,7 +66,6 @@ private:
   Matcher matcher_;
   PhaseNames phases_;
   TrafficStats traffic_;
-  LinkLoadCounter link_loads_;
   TraceRecorder trace_;
   SharedResults shared_results_;
   std::atomic<std::uint64_t> messages_posted_ = 0;

@@ -115,8 +115,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   out.closed_form = config.algorithm->closed_form(out.cost_inputs);
 
   Transport& transport = network->transport();
-  World world(transport, config.ranks, config.workload.wire,
-              link_route(*config.topology, rank_nodes, graph.edge_count(), config.seed), link_slot_count(graph));
+  World world(transport, config.ranks, config.workload.wire);
   RunState run{.config = config,
                .world = world,
                .threads = options.threads,
@@ -174,7 +173,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   out.selection_wall.assign(run.selection_wall.begin(), run.selection_wall.begin() + out.completed_iterations);
   out.selection_shared_wall.assign(run.selection_shared_wall.begin(),
                                    run.selection_shared_wall.begin() + out.completed_iterations);
-  out.links = label_link_loads(world.link_loads().loads(), graph);
+  out.links = label_link_loads(network->link_loads().loads(), graph);
   out.network_fields = network->manifest_fields();
   if (const MeanFieldResidual* model = selection_stage ? selection_stage->mean_field() : nullptr)
     out.mean_field =

@@ -5,11 +5,13 @@
 
 namespace sparsim {
 
-LinkLevelTransport::LinkLevelTransport(int ranks, RankParking& parking, std::vector<LinkSpec> links, LinkRoute route)
+LinkLevelTransport::LinkLevelTransport(int ranks, RankParking& parking, std::vector<LinkSpec> links, LinkRoute route,
+                                       LinkLoadCounter* link_loads)
     : ranks_(ranks)
     , parking_(parking)
     , network_(std::move(links))
     , route_(std::move(route))
+    , link_loads_(link_loads)
     , active_(ranks) // every rank starts running at time 0
     , send_count_(static_cast<std::size_t>(ranks), 0)
     , pending_(static_cast<std::size_t>(ranks), 0)
@@ -45,6 +47,10 @@ void LinkLevelTransport::rank_finished(RankId rank)
 
 MessagePtr LinkLevelTransport::post_send(const PairFunction& pair, Outgoing outgoing)
 {
+  // The route's link loads, counted now unless the route is chosen when the transfer starts (adaptive routing).
+  const std::span<const std::size_t> route =
+      link_loads_ ? link_loads_->add(outgoing.source, outgoing.dest, outgoing.bytes, outgoing.iteration)
+                  : std::span<const std::size_t>{};
   LinkMessage& fresh = spare_message();
   fresh.send_number = send_count_[outgoing.source]++;
   Pairing pairing = pair(spare_);
@@ -56,11 +62,12 @@ MessagePtr LinkLevelTransport::post_send(const PairFunction& pair, Outgoing outg
   m.bytes = outgoing.bytes;
   m.payload = std::move(outgoing.payload);
   m.type = outgoing.type;
+  m.phase = outgoing.phase;
   m.iteration = outgoing.iteration;
   m.route_length = 0;
-  if (!outgoing.route.empty() && outgoing.route.size() <= kKeptRouteLinks) {
-    std::copy(outgoing.route.begin(), outgoing.route.end(), m.route.begin());
-    m.route_length = static_cast<std::uint8_t>(outgoing.route.size());
+  if (!route.empty() && route.size() <= kKeptRouteLinks) {
+    std::copy(route.begin(), route.end(), m.route.begin());
+    m.route_length = static_cast<std::uint8_t>(route.size());
   }
   if (pairing.matched) {
     m.send_number = fresh.send_number;
@@ -191,8 +198,8 @@ void LinkLevelTransport::choose_route(const LinkMessage& m)
     }
   }
   nonminimal_routes_ += nonminimal ? 1 : 0;
-  if (chosen_routes_)
-    chosen_routes_->count(slots_, m.bytes, m.iteration);
+  if (link_loads_)
+    link_loads_->count(slots_, m.bytes, m.iteration);
 }
 
 void LinkLevelTransport::deliver(LinkSharingModel::FlowId flow)

@@ -42,8 +42,10 @@ namespace sparsim {
 class LinkLevelTransport : public Transport {
 public:
   // `ranks` ranks, each an actor that `parking` can block and wake; a message crosses the links `route` gives
-  // (indices into `links`, the slots the World counts link loads by).
-  LinkLevelTransport(int ranks, RankParking& parking, std::vector<LinkSpec> links, LinkRoute route);
+  // (indices into `links`). Its link loads are counted in `link_loads` when given (over the same slots), on
+  // the route it takes.
+  LinkLevelTransport(int ranks, RankParking& parking, std::vector<LinkSpec> links, LinkRoute route,
+                     LinkLoadCounter* link_loads = nullptr);
 
   Seconds now() const override { return clock_; }
   void sleep_for(RankId rank, Seconds duration) override;
@@ -54,7 +56,6 @@ public:
   MessagePtr post_receive(const PairFunction& pair, RankId receiver) override;
   void wait(Message& message, bool is_receive) override;
   void wait_all(RankId rank, std::span<const Half> halves) override;
-  void count_chosen_routes_in(LinkLoadCounter& loads) override { chosen_routes_ = &loads; }
 
   // The messages adaptive routing sent on a non-minimal route so far.
   std::uint64_t nonminimal_routes() const { return nonminimal_routes_; }
@@ -105,7 +106,7 @@ private:
   std::vector<MessagePtr> in_flight_;  // [flow id]
   std::priority_queue<Wakeup, std::vector<Wakeup>, std::greater<>> wakeups_due_;
   std::vector<RankId> at_barrier_;
-  LinkLoadCounter* chosen_routes_ = nullptr; // where adaptive routes are counted (the World's link loads)
+  LinkLoadCounter* link_loads_;
   std::uint64_t nonminimal_routes_ = 0;
   std::uint64_t rank_parks_ = 0;
   std::vector<std::size_t> slots_;                // scratch route

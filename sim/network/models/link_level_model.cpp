@@ -26,6 +26,8 @@ public:
   explicit LinkLevelRun(const NetworkSite& site)
       : fibers_(site.options.fibers())
       , adaptive_(site.topology.adaptive_routing().candidates > 0)
+      , link_loads_(site.ranks, link_route(site.topology, site.rank_nodes, site.graph.edge_count(), site.seed),
+                    link_slot_count(site.graph))
   {
     if (fibers_) {
       auto fibers = std::make_unique<FiberRanks>(site.ranks, site.options.fiber_stack);
@@ -40,9 +42,10 @@ public:
     }
     transport_ = std::make_unique<LinkLevelTransport>(
         site.ranks, *parking_, link_slot_specs(site.graph),
-        link_route(site.topology, site.rank_nodes, site.graph.edge_count(), site.seed));
+        link_route(site.topology, site.rank_nodes, site.graph.edge_count(), site.seed), &link_loads_);
   }
   Transport& transport() override { return *transport_; }
+  const LinkLoadCounter& link_loads() const override { return link_loads_; }
   int run_ranks(const std::function<void(RankId)>& body) override
   {
     return fibers_ ? fiber_ranks_->run(body) : run_rank_actors(rank_hosts_, body);
@@ -63,8 +66,9 @@ public:
 private:
   bool fibers_;
   bool adaptive_;
+  LinkLoadCounter link_loads_;
   std::unique_ptr<RankParking> parking_;
-  FiberRanks* fiber_ranks_ = nullptr;             // parking_, when the ranks are fibers
+  FiberRanks* fiber_ranks_ = nullptr;           // parking_, when the ranks are fibers
   std::vector<simgrid::s4u::Host*> rank_hosts_; // when they are actors
   std::unique_ptr<LinkLevelTransport> transport_;
 };

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "sim/base/units.hpp"
+#include "sim/comm/link_loads.hpp"
 #include "sim/comm/transport.hpp"
 #include "sim/network/options.hpp"
 #include "topologies/network_graph.hpp"
@@ -31,9 +32,9 @@ struct NetworkSite {
   int ranks = 0;
   const NetworkOptions& options;
   const Topology& topology;
-  const NetworkGraph& graph;                // topology.graph(), built once by the caller
+  const NetworkGraph& graph;                  // topology.graph(), built once by the caller
   const std::vector<std::size_t>& rank_nodes; // [rank]: its node
-  std::uint64_t seed = 0;                   // routes drawn per message (Valiant) follow it
+  std::uint64_t seed = 0;                     // routes drawn per message (Valiant) follow it
 };
 
 // One run of a network model: the transport the ranks post their messages to and the runtime they run in.
@@ -41,6 +42,8 @@ class NetworkRun {
 public:
   virtual ~NetworkRun() = default;
   virtual Transport& transport() = 0;
+  // The bytes each link slot (link_slots.hpp) carried, counted by the transport on the routes messages took.
+  virtual const LinkLoadCounter& link_loads() const = 0;
   // Runs body(rank) on every rank until no rank can run. Returns how many bodies returned: fewer than the ranks
   // when some waited forever (a deadlock). The first exception a rank throws ends the run and is rethrown,
   // naming the rank (rethrow_rank_failure). Call once.
@@ -65,8 +68,8 @@ struct NetworkModel {
   std::string summary; // one line for sparsim validate
   // The values of network.runtime its ranks can run in; the first is the default.
   std::vector<std::string> runtimes;
-  bool acknowledgement_traffic = false; // network.crosstraffic may be true
-  bool routes_per_message = false;      // it routes each message itself (Valiant and adaptive routing)
+  bool acknowledgement_traffic = false;       // network.crosstraffic may be true
+  bool routes_per_message = false;            // it routes each message itself (Valiant and adaptive routing)
   std::span<const MessageCost> message_costs; // in increasing rank count
   // The model validate shows the estimate of beside this one's (the fast one for the reference, and back).
   std::string compared_with;

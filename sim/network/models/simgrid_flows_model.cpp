@@ -1,6 +1,7 @@
 // SimGrid's flow models ("CM02", "LV08", "SMPI"): every message one SimGrid transfer on the topology's
 // platform, timed by SimGrid's max-min sharing of every link of its route; every rank one SimGrid actor on its
 // node's host. The reference: the link-level model is checked against CM02 (docs/network-models.md).
+#include "sim/network/models/link_slots.hpp"
 #include "sim/network/models/model_list.hpp"
 #include "sim/network/simgrid/engine.hpp"
 #include "sim/network/simgrid/transport.hpp"
@@ -17,14 +18,17 @@ class SimGridFlowsRun : public NetworkRun {
 public:
   explicit SimGridFlowsRun(const NetworkSite& site)
       : options_(site.options)
+      , link_loads_(site.ranks, link_route(site.topology, site.rank_nodes, site.graph.edge_count(), site.seed),
+                    link_slot_count(site.graph))
   {
     start_engine(options_.model, options_.crosstraffic);
     const std::vector<simgrid::s4u::Host*> nodes = build_platform(site.topology, site.graph);
     for (std::size_t node : site.rank_nodes)
       rank_hosts_.push_back(nodes[node]);
-    transport_ = std::make_unique<SimGridTransport>(rank_hosts_);
+    transport_ = std::make_unique<SimGridTransport>(rank_hosts_, &link_loads_);
   }
   Transport& transport() override { return *transport_; }
+  const LinkLoadCounter& link_loads() const override { return link_loads_; }
   int run_ranks(const std::function<void(RankId)>& body) override { return run_rank_actors(rank_hosts_, body); }
   nlohmann::json manifest_fields() const override
   {
@@ -34,6 +38,7 @@ public:
 
 private:
   NetworkOptions options_;
+  LinkLoadCounter link_loads_;
   std::vector<simgrid::s4u::Host*> rank_hosts_;
   std::unique_ptr<SimGridTransport> transport_;
 };

@@ -4,15 +4,20 @@
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Mailbox.hpp>
 
+#include <stdexcept>
 #include <string>
 #include <utility>
 
 namespace sparsim {
 
-SimGridTransport::SimGridTransport(std::vector<simgrid::s4u::Host*> rank_hosts)
+SimGridTransport::SimGridTransport(std::vector<simgrid::s4u::Host*> rank_hosts, LinkLoadCounter* link_loads)
     : rank_hosts_(std::move(rank_hosts))
+    , link_loads_(link_loads)
     , barrier_(simgrid::s4u::Barrier::create(static_cast<unsigned>(rank_hosts_.size())))
 {
+  if (link_loads_ && link_loads_->routes_chosen_at_start())
+    throw std::logic_error("SimGridTransport: SimGrid's flows keep static routes; adaptive routing needs the "
+                           "link-level model");
 }
 
 Seconds SimGridTransport::now() const { return simgrid::s4u::Engine::get_clock(); }
@@ -44,6 +49,8 @@ SimGridTransport::SimGridMessage& SimGridTransport::pair_with_mailbox(const Pair
 
 MessagePtr SimGridTransport::post_send(const PairFunction& pair, Outgoing outgoing)
 {
+  if (link_loads_)
+    link_loads_->add(outgoing.source, outgoing.dest, outgoing.bytes, outgoing.iteration);
   MessagePtr message;
   bool matched = false;
   SimGridMessage& m = pair_with_mailbox(pair, message, matched);
@@ -52,6 +59,7 @@ MessagePtr SimGridTransport::post_send(const PairFunction& pair, Outgoing outgoi
   m.bytes = outgoing.bytes;
   m.payload = std::move(outgoing.payload);
   m.type = outgoing.type;
+  m.phase = outgoing.phase;
   m.send_half = m.mailbox->put_async(&m, outgoing.bytes);
   if (matched)
     return_mailbox(m.mailbox); // both halves are posted: SimGrid has emptied it

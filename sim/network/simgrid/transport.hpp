@@ -14,7 +14,6 @@
 #include <simgrid/s4u/Comm.hpp>
 
 #include <cstddef>
-#include <stdexcept>
 #include <vector>
 
 namespace simgrid::s4u {
@@ -26,8 +25,10 @@ namespace sparsim {
 
 class SimGridTransport : public Transport {
 public:
-  // Ranks 0..P-1 on these hosts (rank_hosts.size() == P). Call from inside the engine's lifetime.
-  explicit SimGridTransport(std::vector<simgrid::s4u::Host*> rank_hosts);
+  // Ranks 0..P-1 on these hosts (rank_hosts.size() == P). Call from inside the engine's lifetime. Messages'
+  // link loads are counted in `link_loads` when given, on the topology's static routes (SimGrid's flows follow
+  // the platform's routes: no route is chosen per message, the config refuses adaptive routing).
+  explicit SimGridTransport(std::vector<simgrid::s4u::Host*> rank_hosts, LinkLoadCounter* link_loads = nullptr);
 
   Seconds now() const override;
   void sleep_for(RankId rank, Seconds duration) override;
@@ -37,12 +38,6 @@ public:
   MessagePtr post_send(const PairFunction& pair, Outgoing outgoing) override;
   MessagePtr post_receive(const PairFunction& pair, RankId receiver) override;
   void wait(Message& message, bool is_receive) override;
-  // SimGrid's flows follow the platform's static routes: no route is chosen per message (the config refuses it).
-  void count_chosen_routes_in(LinkLoadCounter& /*loads*/) override
-  {
-    throw std::logic_error("SimGridTransport: SimGrid's flows keep static routes; adaptive routing needs the "
-                           "link-level model");
-  }
 
 private:
   // A message's SimGrid state: its mailbox and each side's half of the transfer.
@@ -61,6 +56,7 @@ private:
   void return_mailbox(simgrid::s4u::Mailbox* mailbox) { free_mailboxes_.push_back(mailbox); }
 
   std::vector<simgrid::s4u::Host*> rank_hosts_;
+  LinkLoadCounter* link_loads_;
   simgrid::s4u::BarrierPtr barrier_;
   std::vector<simgrid::s4u::Mailbox*> free_mailboxes_;
   std::size_t mailboxes_created_ = 0;
