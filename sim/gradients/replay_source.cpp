@@ -380,22 +380,29 @@ void check_no_hole(const FilePattern& pattern, const ReplayMapping& mapping, con
                                 iterations ? "iterations" : "ranks"));
 }
 
-// The recording's sidecar, when its folder has one: it must describe the files the pattern names, their
-// iterations and ranks (as counted) and their n.
-std::optional<RecordingSidecar> checked_sidecar(const FilePattern& pattern, const ReplayMapping& mapping,
-                                                const std::string& key, const GradientContext& context)
+// The recording's sidecar, when the pattern's folder has one; it must describe the files the pattern names.
+std::optional<RecordingSidecar> sidecar_of(const FilePattern& pattern, const std::string& setting,
+                                           const std::string& key, const std::filesystem::path& config_dir)
 {
-  const std::filesystem::path path = resolve(context.config_dir, pattern.folder()) / kSidecarName;
+  const std::filesystem::path path = resolve(config_dir, pattern.folder()) / kSidecarName;
   if (!std::filesystem::exists(path))
     return std::nullopt;
   RecordingSidecar sidecar = read_recording_sidecar(path);
-  const std::string relative = mapping.setting.substr(pattern.folder().size());
-  const std::string files = in_quotes(mapping.setting);
+  const std::string relative = setting.substr(pattern.folder().size());
   if (sidecar.files != relative)
     throw ConfigError(sidecar.json_path("files"), in_quotes(sidecar.files),
                       fmt::format("the file names of {} {} in that folder, {} (a sidecar describes the whole "
                                   "recording in its folder)",
-                                  key, files, in_quotes(relative)));
+                                  key, in_quotes(setting), in_quotes(relative)));
+  return sidecar;
+}
+
+// The sidecar's n, ranks and iterations must be those of the files (checked: n values each, ranks and
+// iterations as counted).
+void check_sidecar_extent(const RecordingSidecar& sidecar, const FilePattern& pattern, const ReplayMapping& mapping,
+                          const std::string& key, const GradientContext& context)
+{
+  const std::string files = in_quotes(mapping.setting);
   if (sidecar.n != context.n)
     throw ConfigError(sidecar.json_path("n"), std::to_string(sidecar.n),
                       fmt::format("the length of the recorded files, workload.n = {}", context.n));
@@ -408,7 +415,6 @@ std::optional<RecordingSidecar> checked_sidecar(const FilePattern& pattern, cons
                       fmt::format("the iterations {} {} holds, {} ({} is the first one missing)", key, files,
                                   mapping.iterations,
                                   resolve(context.config_dir, pattern.substitute(mapping.iterations, 0)).string()));
-  return sidecar;
 }
 
 std::unique_ptr<GradientSource> make_files_replay(ReplayMapping mapping, const ReplaySettings& settings,
@@ -438,9 +444,7 @@ std::unique_ptr<GradientSource> make_files_replay(ReplayMapping mapping, const R
         key, in_quotes(mapping.setting),
         fmt::format("a pattern matching recorded files: the first one, {}, does not exist", path_of(0, 0).string()));
   check_no_hole(pattern, mapping, key, dir);
-  const std::optional<RecordingSidecar> sidecar = checked_sidecar(pattern, mapping, key, context);
-  check_rank_count(mapping, settings, context);
-  check_iteration_count(mapping, settings, context);
+  const std::optional<RecordingSidecar> sidecar = sidecar_of(pattern, mapping.setting, key, dir);
   for (std::size_t it = 0; it < mapping.iterations; ++it)
     for (std::size_t r = 0; r < mapping.ranks; ++r) {
       const std::filesystem::path path = path_of(it, r);
@@ -459,6 +463,10 @@ std::unique_ptr<GradientSource> make_files_replay(ReplayMapping mapping, const R
                           fmt::format("the dtype of the recorded files, but {} holds {}", path.string(),
                                       npy_dtype_name(header.dtype)));
     }
+  if (sidecar)
+    check_sidecar_extent(*sidecar, pattern, mapping, key, context);
+  check_rank_count(mapping, settings, context);
+  check_iteration_count(mapping, settings, context);
   // gradients.model gives the layer table, else the sidecar.
   ReplayModel model = settings.model;
   if (!model.table && sidecar)
