@@ -343,7 +343,8 @@ private:
 
 // A hole in the recording: a file the pattern names beyond the extent counted from 0 (an iteration at or
 // after the first missing one, or such a rank). Lists the pattern's folder, and the folders below it as deep
-// as its files are; throws a ConfigError at `key` naming the first such file and the missing one before it.
+// as its files are (skipping those it may not read); throws a ConfigError at `key` naming the first such file
+// and the missing one before it.
 void check_no_hole(const FilePattern& pattern, const ReplayMapping& mapping, const std::string& key,
                    const std::filesystem::path& config_dir)
 {
@@ -354,7 +355,8 @@ void check_no_hole(const FilePattern& pattern, const ReplayMapping& mapping, con
   std::optional<std::pair<std::size_t, std::size_t>> first_beyond;
   try {
     namespace fs = std::filesystem;
-    for (auto entry = fs::recursive_directory_iterator(root); entry != fs::recursive_directory_iterator(); ++entry) {
+    for (auto entry = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied);
+         entry != fs::recursive_directory_iterator(); ++entry) {
       if (entry.depth() >= pattern.depth())
         entry.disable_recursion_pending();
       if (entry.depth() != pattern.depth())
@@ -364,10 +366,9 @@ void check_no_hole(const FilePattern& pattern, const ReplayMapping& mapping, con
         first_beyond = first_beyond ? std::min(*first_beyond, *found) : *found;
     }
   } catch (const std::filesystem::filesystem_error& e) {
-    throw ConfigError(key, in_quotes(mapping.setting),
-                      fmt::format("a pattern whose folder can be listed, to "
-                                  "find holes in the recording ({})",
-                                  e.what()));
+    throw ConfigError(
+        key, in_quotes(mapping.setting),
+        fmt::format("a pattern whose folder can be listed, to find holes in the recording ({})", e.what()));
   }
   if (!first_beyond)
     return;
