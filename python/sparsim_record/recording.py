@@ -174,7 +174,8 @@ class Recording:
             "forward_backward": format_duration(sum(kept) / len(kept)),
             "batch": self.batch_size,
             "device": device_description(self.parameters[0].device),
-            "method": f"measured: mean wall-clock time of {what} over {len(kept)} recorded steps{warm_up}",
+            "method": f"measured: mean wall-clock time of {what} over {len(kept)} recorded "
+                      f"step{'s' if len(kept) > 1 else ''}{warm_up}",
             "source": f"sparsim_record while recording (torch {torch.__version__}, host "
                       f"{platform.node() or 'unknown'})",
         }
