@@ -16,6 +16,7 @@ packages=(cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev libboost-c
 if [ "$mode" = all ]; then
   packages+=(libgtest-dev
              python3-pandas python3-nbconvert python3-ipykernel jupyter-nbconvert  # notebooks test
+             python3-torch             # the recorder's tests (python/sparsim_record)
              clang libclang-rt-14-dev  # clang and its sanitizer/libFuzzer runtimes: scripts/fuzz.sh
              clang-format)             # scripts/check_format.sh
 fi

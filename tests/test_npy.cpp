@@ -703,6 +703,216 @@ TEST(Replay, ResolvedJsonLoadsAgain)
   EXPECT_NO_THROW(replay(resolved, dir, 2, 1));
 }
 
+// --- holes and the sidecar ------------------------------------------------------------------------------------
+
+const std::string kDumps = "dumps/it{iteration}_rank{rank}.npy";
+
+// The message of `e` contains every one of `parts`.
+void expect_mentions(const ConfigError& e, std::initializer_list<std::string> parts)
+{
+  for (const std::string& part : parts)
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << "no \"" << part << "\" in: " << e.what();
+}
+
+TEST(Replay, HoleInTheIterationsIsAConfigError)
+{
+  const auto dir = scratch_dir("replay-hole-iterations");
+  write_recorded_files(dir, 5, 2, 3);
+  EXPECT_NO_THROW(replay({{"source", "replay"}, {"files", kDumps}}, dir, 3, 2));
+  // Iteration 2 gone for both ranks: the scan would stop at 2 iterations; iterations 3 and 4 show the hole.
+  std::filesystem::remove(dir / "dumps/it2_rank0.npy");
+  std::filesystem::remove(dir / "dumps/it2_rank1.npy");
+  const ConfigError e = replay_error({{"source", "replay"}, {"files", kDumps}}, dir, 3, 2);
+  EXPECT_EQ(e.path(), "gradients.files");
+  EXPECT_EQ(e.value(), "\"" + kDumps + "\"");
+  expect_mentions(e, {(dir / "dumps/it3_rank0.npy").string() + " exists, but " +
+                          (dir / "dumps/it2_rank0.npy").string() + " does not",
+                      "iterations are counted from 0"});
+  // Only the last recorded iteration's files there: the first one beyond the hole is named.
+  std::filesystem::remove(dir / "dumps/it3_rank0.npy");
+  std::filesystem::remove(dir / "dumps/it3_rank1.npy");
+  std::filesystem::remove(dir / "dumps/it4_rank0.npy");
+  expect_mentions(replay_error({{"source", "replay"}, {"files", kDumps}}, dir, 3, 2),
+                  {(dir / "dumps/it4_rank1.npy").string() + " exists"});
+  // Without the files beyond the hole, the recording is the two iterations before it.
+  std::filesystem::remove(dir / "dumps/it4_rank1.npy");
+  EXPECT_NO_THROW(replay({{"source", "replay"}, {"files", kDumps}, {"loop", false}}, dir, 3, 2));
+}
+
+TEST(Replay, HoleInTheRanksIsAConfigError)
+{
+  const auto dir = scratch_dir("replay-hole-ranks");
+  write_recorded_files(dir, 2, 4, 3);
+  std::filesystem::remove(dir / "dumps/it0_rank2.npy");
+  std::filesystem::remove(dir / "dumps/it1_rank2.npy");
+  const ConfigError e = replay_error({{"source", "replay"}, {"files", kDumps}}, dir, 3, 2);
+  EXPECT_EQ(e.path(), "gradients.files");
+  expect_mentions(e, {(dir / "dumps/it0_rank3.npy").string() + " exists, but " +
+                          (dir / "dumps/it0_rank2.npy").string() + " does not",
+                      "ranks are counted from 0"});
+}
+
+TEST(Replay, HoleScanLooksIntoThePatternsFoldersAndIgnoresOtherNames)
+{
+  const auto dir = scratch_dir("replay-hole-folders");
+  // One folder per rank; names the pattern does not make (leading zeros, other files) do not count.
+  for (std::size_t r = 0; r < 2; ++r) {
+    std::filesystem::create_directories(dir / "rec" / fmt::format("rank{}", r));
+    for (std::size_t it = 0; it < 2; ++it)
+      write_npy(dir / "rec" / fmt::format("rank{}", r) / fmt::format("it{}.npy", it), expected_gradient(it, r, 3), {3});
+  }
+  write_npy(dir / "rec/rank0/it07.npy", expected_gradient(0, 0, 3), {3});
+  std::ofstream(dir / "rec/rank0/notes.txt") << "not a recording";
+  std::ofstream(dir / "rec/notes.txt") << "not a recording";
+  const std::string pattern = "rec/rank{rank}/it{iteration}.npy";
+  const auto source = replay({{"source", "replay"}, {"files", pattern}, {"ranks", "error"}}, dir, 3, 2);
+  EXPECT_EQ(generated(*source, 1, 1, 3), expected_gradient(1, 1, 3));
+  // it3 of rank 1 after a missing it2, one folder down.
+  write_npy(dir / "rec/rank1/it3.npy", expected_gradient(3, 1, 3), {3});
+  const ConfigError e = replay_error({{"source", "replay"}, {"files", pattern}}, dir, 3, 2);
+  expect_mentions(e, {(dir / "rec/rank1/it3.npy").string() + " exists, but " + (dir / "rec/rank0/it2.npy").string()});
+}
+
+// A sidecar for write_recorded_files(dir, I, R, n): recording.json in dir/dumps, with a two-layer table.
+nlohmann::json sidecar_for(std::size_t iterations, std::size_t ranks, std::size_t n)
+{
+  return {
+      {"files", "it{iteration}_rank{rank}.npy"},
+      {"n", n},
+      {"ranks", ranks},
+      {"iterations", iterations},
+      {"first_step", 10},
+      {"batch", 8},
+      {"dtype", "float32"},
+      {"recorder", "simulated"},
+      {"model",
+       {{"name", "tiny"},
+        {"flatten_order", "forward"},
+        {"layers",
+         {{{"name", "fc.weight"}, {"size", n - 1}, {"kind", "fc"}},
+          {{"name", "fc.bias"}, {"size", 1}, {"kind", "bias"}, {"output", true}}}},
+        {"compute",
+         {{"forward_backward", "2.5ms"}, {"batch", 8}, {"device", "test"}, {"method", "test"}, {"source", "test"}}}}}};
+}
+
+void write_sidecar(const std::filesystem::path& dir, const nlohmann::json& sidecar)
+{
+  std::ofstream(dir / "dumps" / "recording.json") << sidecar.dump(1);
+}
+
+TEST(Replay, SidecarGivesTheTrainingStep)
+{
+  const auto dir = scratch_dir("replay-sidecar");
+  write_recorded_files(dir, 3, 2, 5);
+  EXPECT_EQ(replay({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2)->forward_backward_time(), std::nullopt);
+  write_sidecar(dir, sidecar_for(3, 2, 5));
+  const auto source = replay({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2);
+  ASSERT_TRUE(source->forward_backward_time().has_value());
+  EXPECT_DOUBLE_EQ(*source->forward_backward_time(), 2.5e-3);
+  EXPECT_EQ(generated(*source, 1, 2, 5), expected_gradient(2, 1, 5));
+  // The sidecar is found beside the files, not in the config's folder: a pattern through another folder
+  // ("dumps/../dumps/") still names the sidecar's folder.
+  EXPECT_TRUE(replay({{"source", "replay"}, {"files", "dumps/../dumps/it{iteration}_rank{rank}.npy"}}, dir, 5, 2)
+                  ->forward_backward_time()
+                  .has_value());
+  // A table without a compute object: no training step.
+  nlohmann::json no_compute = sidecar_for(3, 2, 5);
+  no_compute["model"].erase("compute");
+  write_sidecar(dir, no_compute);
+  EXPECT_EQ(replay({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2)->forward_backward_time(), std::nullopt);
+  // Nor without a table.
+  no_compute.erase("model");
+  write_sidecar(dir, no_compute);
+  EXPECT_EQ(replay({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2)->forward_backward_time(), std::nullopt);
+}
+
+TEST(Replay, GradientsModelGivesTheTableInsteadOfTheSidecar)
+{
+  const auto dir = scratch_dir("replay-model");
+  write_recorded_files(dir, 2, 2, 5);
+  write_npy(dir / "stack.npy", recorded_stack(2, 2, 5), {2, 2, 5});
+  write_sidecar(dir, sidecar_for(2, 2, 5));
+  nlohmann::json table = sidecar_for(2, 2, 5)["model"];
+  table["compute"]["forward_backward"] = "7ms";
+  std::ofstream(dir / "table.json") << table.dump();
+  for (const nlohmann::json& gradients :
+       {nlohmann::json{{"source", "replay"}, {"files", kDumps}, {"model", "table.json"}},
+        nlohmann::json{{"source", "replay"}, {"file", "stack.npy"}, {"model", "table.json"}}}) {
+    SCOPED_TRACE(gradients.dump());
+    const auto source = replay(gradients, dir, 5, 2);
+    ASSERT_TRUE(source->forward_backward_time().has_value());
+    EXPECT_DOUBLE_EQ(*source->forward_backward_time(), 7e-3);
+    EXPECT_EQ(source->to_json(), [&] {
+      nlohmann::json resolved = gradients;
+      resolved["loop"] = true;
+      resolved["ranks"] = "wrap";
+      return resolved;
+    }());
+  }
+  // A table that does not hold n parameters, and one that is no table.
+  const ConfigError wrong = replay_error({{"source", "replay"}, {"file", "stack.npy"}, {"model", "vgg16"}}, dir, 5, 2);
+  EXPECT_EQ(wrong.path(), "gradients.model");
+  expect_mentions(wrong, {"workload.n = 5 parameters (its layers hold 14728266)"});
+  EXPECT_EQ(replay_error({{"source", "replay"}, {"files", kDumps}, {"model", "nowhere.json"}}, dir, 5, 2).path(),
+            "gradients.model");
+}
+
+TEST(Replay, SidecarThatDisagreesWithTheFilesIsAConfigError)
+{
+  const auto dir = scratch_dir("replay-sidecar-errors");
+  write_recorded_files(dir, 3, 2, 5);
+  const std::string sidecar = (dir / "dumps/recording.json").string();
+  // One wrong field of the sidecar at a time: the error's JSON path, value and what it names.
+  struct Case {
+    std::string key;
+    nlohmann::json value;
+    std::string path;
+    std::vector<std::string> mentions;
+  };
+  const std::vector<Case> cases = {
+      {"iterations",
+       4,
+       "iterations",
+       {"the iterations gradients.files \"" + kDumps + "\" holds, 3", (dir / "dumps/it3_rank0.npy").string()}},
+      {"ranks", 3, "ranks", {"the ranks gradients.files \"" + kDumps + "\" holds, 2"}},
+      {"n", 6, "n", {"workload.n = 5"}},
+      {"dtype", "float16", "dtype", {"the dtype of the recorded files", "holds float32"}},
+      {"files", "grad_{iteration}_{rank}.npy", "files", {"\"it{iteration}_rank{rank}.npy\""}},
+      {"dtype", "int8", "dtype", {"\"float32\""}},
+      {"iterations", 0, "iterations", {"an integer >= 1"}},
+      {"colour", "blue", "colour", {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key + " = " + c.value.dump());
+    nlohmann::json wrong = sidecar_for(3, 2, 5);
+    wrong[c.key] = c.value;
+    if (c.key == "n")
+      wrong.erase("model"); // whose sizes, adding up to 5, would be the first disagreement
+    write_sidecar(dir, wrong);
+    const ConfigError e = replay_error({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2);
+    EXPECT_EQ(e.path(), "(" + sidecar + ")." + c.path);
+    EXPECT_EQ(e.value(), describe_json(c.value));
+    for (const std::string& part : c.mentions)
+      expect_mentions(e, {part});
+  }
+  // The layer table must hold n parameters.
+  nlohmann::json short_table = sidecar_for(3, 2, 5);
+  short_table["model"]["layers"][0]["size"] = 3;
+  write_sidecar(dir, short_table);
+  const ConfigError e = replay_error({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2);
+  EXPECT_EQ(e.path(), "(" + sidecar + ").model.layers");
+  expect_mentions(e, {"2 layers of 4 parameters", "the recording's n = 5"});
+  // A bad layer table names its field inside the sidecar.
+  nlohmann::json bad_kind = sidecar_for(3, 2, 5);
+  bad_kind["model"]["layers"][1]["kind"] = "attention";
+  write_sidecar(dir, bad_kind);
+  EXPECT_EQ(replay_error({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2).path(),
+            "(" + sidecar + ").model.layers[1].kind");
+  // Not JSON.
+  std::ofstream(dir / "dumps/recording.json") << "{\"files\": ";
+  EXPECT_EQ(replay_error({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2).path(), "(" + sidecar + ")");
+}
+
 // The committed fixture of tests/configs/replay_example.json holds recorded_stack(2, 3, 16), written by write_npy.
 TEST(Replay, CommittedFixtureIsTheDocumentedArray)
 {
@@ -778,6 +988,71 @@ TEST(ReplayCli, ExampleConfigRuns)
                               out.string() + " --quiet");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(total_rows(out).size(), 3u);
+}
+
+// A run of 3 ranks and 3 iterations of TopkA on the recording write_recorded_files(dir, 3, 3, 8) makes, with
+// `compute` and `gradients` as given.
+nlohmann::json recorded_run(const std::filesystem::path& dir, const nlohmann::json& gradients,
+                            const nlohmann::json& compute)
+{
+  return {
+      {"ranks", 3},
+      {"iterations", 3},
+      {"topology", {{"type", "star"}, {"nodes", 3}, {"bandwidth", "10GBps"}, {"latency", "1us"}}},
+      {"algorithm", {{"name", "topka"}}},
+      {"workload", {{"n", 8}, {"density", 0.25}}},
+      {"gradients", gradients},
+      {"compute", compute},
+  };
+}
+
+TEST(ReplayCli, TrainingStepOfTheSidecarIsChargedUnderComputeTrainingModel)
+{
+  const auto data = scratch_dir("replay-cli-sidecar-data");
+  write_recorded_files(data, 3, 3, 8);
+  write_sidecar(data, sidecar_for(3, 3, 8));
+  const nlohmann::json gradients = {{"source", "replay"}, {"files", (data / kDumps).string()}, {"loop", false}};
+  const CliResult r = run_config(recorded_run(data, gradients, {{"training", "model"}}), "replay-cli-sidecar");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto manifest = nlohmann::json::parse(read_text(r.dir / "manifest.json"));
+  EXPECT_DOUBLE_EQ(manifest["config"]["compute"]["forward_backward_s"].get<double>(), 2.5e-3);
+  for (int it = 0; it < 3; ++it)
+    EXPECT_DOUBLE_EQ(phase_time(r.dir, it, "compute"), 2.5e-3) << "iteration " << it;
+
+  // Without the sidecar, "model" has nothing to charge.
+  std::filesystem::remove(data / "dumps/recording.json");
+  const CliResult bare = run_config(recorded_run(data, gradients, {{"training", "model"}}), "replay-cli-bare");
+  EXPECT_EQ(bare.exit_code, 2) << bare.output;
+  EXPECT_NE(bare.output.find("config error at compute.training:"), std::string::npos) << bare.output;
+  EXPECT_NE(bare.output.find("\"replay\" with a recording sidecar or gradients.model"), std::string::npos)
+      << bare.output;
+}
+
+TEST(ReplayCli, HoleOrDisagreeingSidecarIsAConfigErrorWithStatus2)
+{
+  const auto data = scratch_dir("replay-cli-hole-data");
+  write_recorded_files(data, 4, 3, 8);
+  const nlohmann::json gradients = {{"source", "replay"}, {"files", (data / kDumps).string()}};
+  // The sidecar says 4 iterations; iteration 1 of rank 0 is gone: a hole (the other ranks have iteration 1).
+  write_sidecar(data, sidecar_for(4, 3, 8));
+  std::filesystem::remove(data / "dumps/it1_rank0.npy");
+  const CliResult hole = run_config(recorded_run(data, gradients, {}), "replay-cli-hole");
+  EXPECT_EQ(hole.exit_code, 2) << hole.output;
+  EXPECT_NE(hole.output.find("config error at gradients.files:"), std::string::npos) << hole.output;
+  EXPECT_NE(hole.output.find((data / "dumps/it1_rank1.npy").string() + " exists, but " +
+                             (data / "dumps/it1_rank0.npy").string() + " does not"),
+            std::string::npos)
+      << hole.output;
+  // The last iteration gone for every rank: no hole, but the sidecar holds one iteration more than the files.
+  write_recorded_files(data, 3, 3, 8);
+  for (int r = 0; r < 3; ++r)
+    std::filesystem::remove(data / fmt::format("dumps/it3_rank{}.npy", r));
+  const CliResult shorter = run_config(recorded_run(data, gradients, {}), "replay-cli-shorter");
+  EXPECT_EQ(shorter.exit_code, 2) << shorter.output;
+  EXPECT_NE(shorter.output.find("config error at (" + (data / "dumps/recording.json").string() +
+                                ").iterations: got 4, expected the iterations gradients.files"),
+            std::string::npos)
+      << shorter.output;
 }
 
 TEST(ReplayCli, MissingFileIsAConfigErrorWithStatus2)

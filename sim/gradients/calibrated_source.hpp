@@ -25,11 +25,11 @@
 #pragma once
 
 #include "sim/gradients/candidate_sampler.hpp"
+#include "sim/gradients/model_table.hpp"
 #include "sim/gradients/noise_magnitude.hpp"
 #include "sim/gradients/source.hpp"
 
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,36 +37,6 @@
 #include <vector>
 
 namespace sparsim {
-
-// One parameter tensor of a model table, in registration order.
-struct ModelLayer {
-  std::string name;
-  std::string kind;       // "conv", "fc", "lstm", "embedding", "norm", "bias"
-  std::uint64_t size = 0; // number of parameters
-  std::uint64_t rows = 0; // > 0: a row-sparse embedding of `rows` rows (gradient only for the batch's tokens)
-  bool output = false;    // part of the model's (small) output layer
-};
-
-// The model's training step on the reference GPU: the table's optional "compute" object (docs/gradients.md).
-struct TrainingStep {
-  Seconds forward_backward = 0; // forward + backward pass of one rank's mini-batch
-  int batch = 0;                // samples in that mini-batch
-  std::string source;           // where the figure comes from (a publication, or an estimate's inputs)
-};
-
-struct ModelTable {
-  std::string name;
-  std::string flatten_order; // "reverse" (last registered layer first) or "forward"
-  std::vector<ModelLayer> layers;
-  std::optional<TrainingStep> training_step;
-  std::uint64_t total() const;
-};
-
-// Reads a layer table (format in docs/gradients.md); errors are ConfigErrors naming the file and field.
-ModelTable read_model_table(const std::filesystem::path& file);
-// "vgg16", "lstm_an4", "bert_base" name the tables in configs/models/; anything else is a file path,
-// relative to `config_dir` unless absolute.
-std::filesystem::path model_table_path(const std::string& model, const std::filesystem::path& config_dir);
 
 // A layer of the flattened gradient: where it lives in [0, n) after scaling to n.
 struct FlatLayer {

@@ -37,6 +37,8 @@ std::size_t npy_item_bytes(NpyDtype dtype)
   return 0;
 }
 
+std::string npy_dtype_name(NpyDtype dtype) { return fmt::format("float{}", 8 * npy_item_bytes(dtype)); }
+
 std::size_t NpyHeader::data_bytes() const { return element_count * npy_item_bytes(dtype); }
 
 std::string npy_shape_text(const std::vector<std::size_t>& shape)

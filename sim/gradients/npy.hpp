@@ -38,6 +38,8 @@ private:
 
 enum class NpyDtype { float16, float32, float64 };
 std::size_t npy_item_bytes(NpyDtype dtype);
+// numpy's name of the dtype: "float16", "float32", "float64".
+std::string npy_dtype_name(NpyDtype dtype);
 
 // What a header says about the array that follows it.
 struct NpyHeader {

@@ -1,13 +1,17 @@
 #include "sim/gradients/replay_source.hpp"
 
 #include "sim/gradients/npy.hpp"
+#include "sim/gradients/recording_sidecar.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <fmt/format.h>
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <stdexcept>
+#include <utility>
 
 namespace sparsim {
 namespace {
@@ -57,19 +61,37 @@ struct ReplayMapping {
   std::size_t recorded_rank(RankId rank) const { return static_cast<std::size_t>(rank) % ranks; }
 };
 
+// The model behind the recording, when known: its layer table gives the training step compute.training
+// "model" charges.
+struct ReplayModel {
+  std::string setting;             // gradients.model as configured ("" when absent), for to_json
+  std::optional<ModelTable> table; // from gradients.model, else from the recording's sidecar
+};
+
 class ReplaySource : public GradientSource {
 public:
-  ReplaySource(ReplayMapping mapping, std::uint64_t n, std::string json_key, std::string rank_mode)
+  ReplaySource(ReplayMapping mapping, std::uint64_t n, std::string json_key, std::string rank_mode, ReplayModel model)
       : mapping_(std::move(mapping))
       , n_(n)
       , json_key_(std::move(json_key))
       , rank_mode_(std::move(rank_mode))
+      , model_(std::move(model))
   {
   }
   std::string name() const override { return "replay"; }
   nlohmann::json to_json() const override
   {
-    return {{"source", "replay"}, {json_key_, mapping_.setting}, {"loop", mapping_.loop}, {"ranks", rank_mode_}};
+    nlohmann::json out = {
+        {"source", "replay"}, {json_key_, mapping_.setting}, {"loop", mapping_.loop}, {"ranks", rank_mode_}};
+    if (!model_.setting.empty())
+      out["model"] = model_.setting;
+    return out;
+  }
+  std::optional<Seconds> forward_backward_time() const override
+  {
+    if (!model_.table || !model_.table->training_step)
+      return std::nullopt;
+    return model_.table->training_step->forward_backward;
   }
   void generate(RankId rank, int iteration, std::span<float> out) const override
   {
@@ -90,14 +112,16 @@ protected:
 private:
   std::string json_key_; // "file" or "files"
   std::string rank_mode_;
+  ReplayModel model_;
   mutable std::mutex mutex_; // guards the subclasses' caches
 };
 
 // "file": one array of shape (I, R, n), (R, n) or (n,), read whole on first use and kept.
 class StackReplay final : public ReplaySource {
 public:
-  StackReplay(ReplayMapping mapping, std::uint64_t n, std::string rank_mode, std::filesystem::path path)
-      : ReplaySource(std::move(mapping), n, "file", std::move(rank_mode))
+  StackReplay(ReplayMapping mapping, std::uint64_t n, std::string rank_mode, ReplayModel model,
+              std::filesystem::path path)
+      : ReplaySource(std::move(mapping), n, "file", std::move(rank_mode), std::move(model))
       , path_(std::move(path))
   {
   }
@@ -126,8 +150,8 @@ private:
 class FilesReplay final : public ReplaySource {
 public:
   using PathOf = std::function<std::filesystem::path(std::size_t iteration, std::size_t rank)>;
-  FilesReplay(ReplayMapping mapping, std::uint64_t n, std::string rank_mode, PathOf path_of)
-      : ReplaySource(std::move(mapping), n, "files", std::move(rank_mode))
+  FilesReplay(ReplayMapping mapping, std::uint64_t n, std::string rank_mode, ReplayModel model, PathOf path_of)
+      : ReplaySource(std::move(mapping), n, "files", std::move(rank_mode), std::move(model))
       , path_of_(std::move(path_of))
   {
   }
@@ -158,12 +182,13 @@ private:
   mutable std::vector<std::vector<float>> cached_; // [recorded rank]; empty until read
 };
 
-// How the config names the recording, for messages and the rank check.
+// How the config names the recording, for messages and the rank check, and its gradients.model.
 struct ReplaySettings {
   std::string key;       // "gradients.file" or "gradients.files"
   std::string ranks_key; // "gradients.ranks"
   std::string loop_key;  // "gradients.loop"
   std::string rank_mode; // "wrap" or "error"
+  ReplayModel model;     // the table of gradients.model, if given
 };
 
 // With "ranks": "error", every simulated rank must have its own recorded rank.
@@ -221,13 +246,72 @@ std::unique_ptr<GradientSource> make_stack_replay(ReplayMapping mapping, const R
                       "(ranks, n) or (n,)");
   check_rank_count(mapping, settings, context);
   check_iteration_count(mapping, settings, context);
-  return std::make_unique<StackReplay>(std::move(mapping), context.n, settings.rank_mode, path);
+  return std::make_unique<StackReplay>(std::move(mapping), context.n, settings.rank_mode, settings.model, path);
 }
 
-// A "files" pattern split at its placeholders; substitutes (iteration, rank) into it.
+// A "files" pattern split at its placeholders; substitutes (iteration, rank) into it, and recognises the
+// names it makes.
 class FilePattern {
 public:
   FilePattern(const std::string& pattern, const std::string& key)
+  {
+    parse(pattern, key);
+    // The folder: the text before the first placeholder's path component (up to the last '/' of the pattern
+    // without placeholders).
+    const std::size_t first = placeholders_.empty() ? pattern.size() : literals_[0].size();
+    const std::size_t slash = pattern.rfind('/', first == 0 ? 0 : first - 1);
+    folder_ = slash == std::string::npos ? "" : pattern.substr(0, slash + 1);
+    const std::string rest = pattern.substr(folder_.size());
+    depth_ = static_cast<int>(std::count(rest.begin(), rest.end(), '/'));
+    // The names the pattern makes: the literals as they are, each placeholder a number without leading zeros.
+    std::string expression;
+    for (std::size_t i = 0; i < literals_.size(); ++i) {
+      for (const char c : literals_[i]) {
+        if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos)
+          expression += '\\';
+        expression += c;
+      }
+      if (i < placeholders_.size())
+        expression += "(0|[1-9][0-9]*)";
+    }
+    names_ = std::regex(expression);
+  }
+  bool has_iteration() const { return has_iteration_; }
+  bool has_rank() const { return has_rank_; }
+  // The pattern's text up to the folder its placeholders start in ("dumps/" in "dumps/it{iteration}.npy"), and
+  // how many folders below that one its files are (0 there).
+  const std::string& folder() const { return folder_; }
+  int depth() const { return depth_; }
+
+  std::string substitute(std::size_t iteration, std::size_t rank) const
+  {
+    std::string out = literals_[0];
+    for (std::size_t i = 0; i < placeholders_.size(); ++i)
+      out += std::to_string(placeholders_[i] == "iteration" ? iteration : rank) + literals_[i + 1];
+    return out;
+  }
+  // The (iteration, rank) whose substitution is `name`, if any (0 for a placeholder the pattern lacks).
+  std::optional<std::pair<std::size_t, std::size_t>> match(const std::string& name) const
+  {
+    std::smatch found;
+    if (!std::regex_match(name, found, names_))
+      return std::nullopt;
+    std::optional<std::size_t> iteration, rank;
+    for (std::size_t i = 0; i < placeholders_.size(); ++i) {
+      const std::string digits = found[i + 1].str();
+      std::size_t value = 0;
+      if (std::from_chars(digits.data(), digits.data() + digits.size(), value).ec != std::errc())
+        return std::nullopt; // beyond size_t: not a name substitute() makes
+      std::optional<std::size_t>& axis = placeholders_[i] == "iteration" ? iteration : rank;
+      if (axis && *axis != value)
+        return std::nullopt; // a placeholder used twice, with two values
+      axis = value;
+    }
+    return std::pair(iteration.value_or(0), rank.value_or(0));
+  }
+
+private:
+  void parse(const std::string& pattern, const std::string& key)
   {
     std::size_t pos = 0;
     while (pos < pattern.size()) {
@@ -247,23 +331,92 @@ public:
     }
     literals_.emplace_back();
   }
-  bool has_iteration() const { return has_iteration_; }
-  bool has_rank() const { return has_rank_; }
 
-  std::string substitute(std::size_t iteration, std::size_t rank) const
-  {
-    std::string out = literals_[0];
-    for (std::size_t i = 0; i < placeholders_.size(); ++i)
-      out += std::to_string(placeholders_[i] == "iteration" ? iteration : rank) + literals_[i + 1];
-    return out;
-  }
-
-private:
   std::vector<std::string> literals_;     // text around the placeholders: placeholders_.size() + 1 pieces
   std::vector<std::string> placeholders_; // "iteration" or "rank", in order
   bool has_iteration_ = false;
   bool has_rank_ = false;
+  std::string folder_;
+  int depth_ = 0;
+  std::regex names_;
 };
+
+// A hole in the recording: a file the pattern names beyond the extent counted from 0 (an iteration at or
+// after the first missing one, or such a rank). Lists the pattern's folder, and the folders below it as deep
+// as its files are (skipping those it may not read); throws a ConfigError at `key` naming the first such file
+// and the missing one before it.
+void check_no_hole(const FilePattern& pattern, const ReplayMapping& mapping, const std::string& key,
+                   const std::filesystem::path& config_dir)
+{
+  auto path_of = [&](std::size_t iteration, std::size_t rank) {
+    return resolve(config_dir, pattern.substitute(iteration, rank));
+  };
+  const std::filesystem::path root = pattern.folder().empty() ? config_dir : resolve(config_dir, pattern.folder());
+  std::optional<std::pair<std::size_t, std::size_t>> first_beyond;
+  try {
+    namespace fs = std::filesystem;
+    for (auto entry = fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied);
+         entry != fs::recursive_directory_iterator(); ++entry) {
+      if (entry.depth() >= pattern.depth())
+        entry.disable_recursion_pending();
+      if (entry.depth() != pattern.depth())
+        continue;
+      const auto found = pattern.match(pattern.folder() + entry->path().lexically_relative(root).generic_string());
+      if (found && (found->first >= mapping.iterations || found->second >= mapping.ranks))
+        first_beyond = first_beyond ? std::min(*first_beyond, *found) : *found;
+    }
+  } catch (const std::filesystem::filesystem_error& e) {
+    throw ConfigError(
+        key, in_quotes(mapping.setting),
+        fmt::format("a pattern whose folder can be listed, to find holes in the recording ({})", e.what()));
+  }
+  if (!first_beyond)
+    return;
+  const bool iterations = first_beyond->first >= mapping.iterations;
+  throw ConfigError(key, in_quotes(mapping.setting),
+                    fmt::format("a recording without holes: {} exists, but {} does not ({} are counted from 0 up to "
+                                "the first missing one)",
+                                path_of(first_beyond->first, first_beyond->second).string(),
+                                (iterations ? path_of(mapping.iterations, 0) : path_of(0, mapping.ranks)).string(),
+                                iterations ? "iterations" : "ranks"));
+}
+
+// The recording's sidecar, when the pattern's folder has one; it must describe the files the pattern names.
+std::optional<RecordingSidecar> sidecar_of(const FilePattern& pattern, const std::string& setting,
+                                           const std::string& key, const std::filesystem::path& config_dir)
+{
+  const std::filesystem::path path = resolve(config_dir, pattern.folder()) / kSidecarName;
+  if (!std::filesystem::exists(path))
+    return std::nullopt;
+  RecordingSidecar sidecar = read_recording_sidecar(path);
+  const std::string relative = setting.substr(pattern.folder().size());
+  if (sidecar.files != relative)
+    throw ConfigError(sidecar.json_path("files"), in_quotes(sidecar.files),
+                      fmt::format("the file names of {} {} in that folder, {} (a sidecar describes the whole "
+                                  "recording in its folder)",
+                                  key, in_quotes(setting), in_quotes(relative)));
+  return sidecar;
+}
+
+// The sidecar's n, ranks and iterations must be those of the files (checked: n values each, ranks and
+// iterations as counted).
+void check_sidecar_extent(const RecordingSidecar& sidecar, const FilePattern& pattern, const ReplayMapping& mapping,
+                          const std::string& key, const GradientContext& context)
+{
+  const std::string files = in_quotes(mapping.setting);
+  if (sidecar.n != context.n)
+    throw ConfigError(sidecar.json_path("n"), std::to_string(sidecar.n),
+                      fmt::format("the length of the recorded files, workload.n = {}", context.n));
+  if (sidecar.ranks != mapping.ranks)
+    throw ConfigError(sidecar.json_path("ranks"), std::to_string(sidecar.ranks),
+                      fmt::format("the ranks {} {} holds, {} (counted from 0 while {} exists)", key, files,
+                                  mapping.ranks, resolve(context.config_dir, pattern.substitute(0, 0)).string()));
+  if (sidecar.iterations != mapping.iterations)
+    throw ConfigError(sidecar.json_path("iterations"), std::to_string(sidecar.iterations),
+                      fmt::format("the iterations {} {} holds, {} ({} is the first one missing)", key, files,
+                                  mapping.iterations,
+                                  resolve(context.config_dir, pattern.substitute(mapping.iterations, 0)).string()));
+}
 
 std::unique_ptr<GradientSource> make_files_replay(ReplayMapping mapping, const ReplaySettings& settings,
                                                   const GradientContext& context)
@@ -291,8 +444,8 @@ std::unique_ptr<GradientSource> make_files_replay(ReplayMapping mapping, const R
     throw ConfigError(
         key, in_quotes(mapping.setting),
         fmt::format("a pattern matching recorded files: the first one, {}, does not exist", path_of(0, 0).string()));
-  check_rank_count(mapping, settings, context);
-  check_iteration_count(mapping, settings, context);
+  check_no_hole(pattern, mapping, key, dir);
+  const std::optional<RecordingSidecar> sidecar = sidecar_of(pattern, mapping.setting, key, dir);
   for (std::size_t it = 0; it < mapping.iterations; ++it)
     for (std::size_t r = 0; r < mapping.ranks; ++r) {
       const std::filesystem::path path = path_of(it, r);
@@ -306,8 +459,20 @@ std::unique_ptr<GradientSource> make_files_replay(ReplayMapping mapping, const R
         throw ConfigError(key, in_quotes(mapping.setting),
                           fmt::format("1-D .npy files of workload.n = {} values, but {} has shape {}", context.n,
                                       path.string(), npy_shape_text(header.shape)));
+      if (sidecar && npy_dtype_name(header.dtype) != sidecar->dtype)
+        throw ConfigError(sidecar->json_path("dtype"), in_quotes(sidecar->dtype),
+                          fmt::format("the dtype of the recorded files, but {} holds {}", path.string(),
+                                      npy_dtype_name(header.dtype)));
     }
-  return std::make_unique<FilesReplay>(std::move(mapping), context.n, settings.rank_mode, path_of);
+  if (sidecar)
+    check_sidecar_extent(*sidecar, pattern, mapping, key, context);
+  check_rank_count(mapping, settings, context);
+  check_iteration_count(mapping, settings, context);
+  // gradients.model gives the layer table, else the sidecar.
+  ReplayModel model = settings.model;
+  if (!model.table && sidecar)
+    model.table = sidecar->model;
+  return std::make_unique<FilesReplay>(std::move(mapping), context.n, settings.rank_mode, std::move(model), path_of);
 }
 
 } // namespace
@@ -332,6 +497,21 @@ std::unique_ptr<GradientSource> make_replay_source(JsonReader& gradients, const 
   mapping.setting = has_file ? file : files;
   if (mapping.setting.empty())
     throw ConfigError(settings.key, "\"\"", "a path");
+  // gradients.model: the layer table of the recorded parameters (it must hold n of them).
+  settings.model.setting = gradients.get_string("model", "");
+  if (gradients.has("model")) {
+    try {
+      settings.model.table = read_model_table(model_table_path(settings.model.setting, context.config_dir));
+    } catch (const ConfigError& e) {
+      gradients.fail("model", settings.model.setting,
+                     fmt::format("\"vgg16\", \"lstm_an4\", \"bert_base\" or a valid layer table file ({})", e.what()));
+    }
+    if (settings.model.table->total() != context.n)
+      gradients.fail("model", settings.model.setting,
+                     fmt::format("a layer table of the recorded gradients' workload.n = {} parameters (its layers "
+                                 "hold {})",
+                                 context.n, settings.model.table->total()));
+  }
   return has_file ? make_stack_replay(std::move(mapping), settings, context)
                   : make_files_replay(std::move(mapping), settings, context);
 }

@@ -162,9 +162,11 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
   if (config.compute.training == TrainingCharge::model) {
     const auto step = config.gradients->forward_backward_time();
     if (!step)
-      throw ConfigError("compute.training", "\"model\"",
-                        "a gradient source whose model table gives a training step (gradients.source \"calibrated\" "
-                        "with a model file that has a \"compute\" object), or \"fixed\" with compute.forward_backward");
+      throw ConfigError(
+          "compute.training", "\"model\"",
+          "a gradient source whose model table gives a training step (gradients.source \"calibrated\", or "
+          "\"replay\" with a recording sidecar or gradients.model, whose layer table has a \"compute\" "
+          "object), or \"fixed\" with compute.forward_backward");
     config.compute.forward_backward = *step;
   }
 

@@ -42,6 +42,8 @@ for out in out-example out-user; do
 done
 grep -q "\"git_revision\": \"$(cat "$tmp/moved/share/sparsim/revision")\"" "$tmp/work/out-example/manifest.json" ||
   { echo "FAIL: the manifest does not carry the installed revision"; exit 1; }
+# The gradient recorder ships beside the data (PYTHONPATH=PREFIX/share/sparsim/python).
+test -f "$tmp/moved/share/sparsim/python/sparsim_record/ddp.py" || { echo "FAIL: the recorder is not installed"; exit 1; }
 
 # The presets came from the prefix: without them the same config is a config error that says where it looked.
 rm -r "$tmp/moved/share/sparsim/configs/platforms"
