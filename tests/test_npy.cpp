@@ -990,10 +990,9 @@ TEST(ReplayCli, ExampleConfigRuns)
   EXPECT_EQ(total_rows(out).size(), 3u);
 }
 
-// A run of 3 ranks and 3 iterations of TopkA on the recording write_recorded_files(dir, 3, 3, 8) makes, with
-// `compute` and `gradients` as given.
-nlohmann::json recorded_run(const std::filesystem::path& dir, const nlohmann::json& gradients,
-                            const nlohmann::json& compute)
+// A run of 3 ranks and 3 iterations of TopkA on a recording write_recorded_files(folder, 3, 3, 8) makes, with
+// `compute` and `gradients` (which name that folder) as given.
+nlohmann::json recorded_run(const nlohmann::json& gradients, const nlohmann::json& compute)
 {
   return {
       {"ranks", 3},
@@ -1012,7 +1011,7 @@ TEST(ReplayCli, TrainingStepOfTheSidecarIsChargedUnderComputeTrainingModel)
   write_recorded_files(data, 3, 3, 8);
   write_sidecar(data, sidecar_for(3, 3, 8));
   const nlohmann::json gradients = {{"source", "replay"}, {"files", (data / kDumps).string()}, {"loop", false}};
-  const CliResult r = run_config(recorded_run(data, gradients, {{"training", "model"}}), "replay-cli-sidecar");
+  const CliResult r = run_config(recorded_run(gradients, {{"training", "model"}}), "replay-cli-sidecar");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto manifest = nlohmann::json::parse(read_text(r.dir / "manifest.json"));
   EXPECT_DOUBLE_EQ(manifest["config"]["compute"]["forward_backward_s"].get<double>(), 2.5e-3);
@@ -1021,7 +1020,7 @@ TEST(ReplayCli, TrainingStepOfTheSidecarIsChargedUnderComputeTrainingModel)
 
   // Without the sidecar, "model" has nothing to charge.
   std::filesystem::remove(data / "dumps/recording.json");
-  const CliResult bare = run_config(recorded_run(data, gradients, {{"training", "model"}}), "replay-cli-bare");
+  const CliResult bare = run_config(recorded_run(gradients, {{"training", "model"}}), "replay-cli-bare");
   EXPECT_EQ(bare.exit_code, 2) << bare.output;
   EXPECT_NE(bare.output.find("config error at compute.training:"), std::string::npos) << bare.output;
   EXPECT_NE(bare.output.find("\"replay\" with a recording sidecar or gradients.model"), std::string::npos)
@@ -1036,7 +1035,7 @@ TEST(ReplayCli, HoleOrDisagreeingSidecarIsAConfigErrorWithStatus2)
   // The sidecar says 4 iterations; iteration 1 of rank 0 is gone: a hole (the other ranks have iteration 1).
   write_sidecar(data, sidecar_for(4, 3, 8));
   std::filesystem::remove(data / "dumps/it1_rank0.npy");
-  const CliResult hole = run_config(recorded_run(data, gradients, {}), "replay-cli-hole");
+  const CliResult hole = run_config(recorded_run(gradients, {}), "replay-cli-hole");
   EXPECT_EQ(hole.exit_code, 2) << hole.output;
   EXPECT_NE(hole.output.find("config error at gradients.files:"), std::string::npos) << hole.output;
   EXPECT_NE(hole.output.find((data / "dumps/it1_rank1.npy").string() + " exists, but " +
@@ -1047,7 +1046,7 @@ TEST(ReplayCli, HoleOrDisagreeingSidecarIsAConfigErrorWithStatus2)
   write_recorded_files(data, 3, 3, 8);
   for (int r = 0; r < 3; ++r)
     std::filesystem::remove(data / fmt::format("dumps/it3_rank{}.npy", r));
-  const CliResult shorter = run_config(recorded_run(data, gradients, {}), "replay-cli-shorter");
+  const CliResult shorter = run_config(recorded_run(gradients, {}), "replay-cli-shorter");
   EXPECT_EQ(shorter.exit_code, 2) << shorter.output;
   EXPECT_NE(shorter.output.find("config error at (" + (data / "dumps/recording.json").string() +
                                 ").iterations: got 4, expected the iterations gradients.files"),

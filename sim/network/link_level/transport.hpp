@@ -97,6 +97,7 @@ private:
   RankParking& parking_;
   LinkSharingModel network_;
   LinkRoute route_;
+  LinkLoadCounter* link_loads_; // where messages' link loads are counted (none: not counted)
   Seconds clock_ = 0;
   int active_;                            // ranks running (not blocked) at the current time
   std::vector<std::uint64_t> send_count_; // [source rank]
@@ -106,7 +107,6 @@ private:
   std::vector<MessagePtr> in_flight_;  // [flow id]
   std::priority_queue<Wakeup, std::vector<Wakeup>, std::greater<>> wakeups_due_;
   std::vector<RankId> at_barrier_;
-  LinkLoadCounter* link_loads_;
   std::uint64_t nonminimal_routes_ = 0;
   std::uint64_t rank_parks_ = 0;
   std::vector<std::size_t> slots_;                // scratch route
