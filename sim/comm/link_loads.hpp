@@ -54,6 +54,7 @@ public:
   // Counts a message's bytes on the route the network model chose for it (adaptive routing).
   void count(std::span<const std::size_t> slots, Bytes bytes, int iteration);
   bool routes_chosen_at_start() const { return route_.chosen_at_start(); }
+  const LinkRoute& route() const { return route_; }
   const std::vector<LinkLoad>& loads() const { return loads_; } // [slot]
 
 private:

@@ -26,8 +26,7 @@ public:
   explicit LinkLevelRun(const NetworkSite& site)
       : fibers_(site.options.fibers())
       , adaptive_(site.topology.adaptive_routing().candidates > 0)
-      , link_loads_(site.ranks, link_route(site.topology, site.rank_nodes, site.graph.edge_count(), site.seed),
-                    link_slot_count(site.graph))
+      , link_loads_(site_link_loads(site))
   {
     if (fibers_) {
       auto fibers = std::make_unique<FiberRanks>(site.ranks, site.options.fiber_stack);
@@ -40,9 +39,9 @@ public:
       rank_hosts_.assign(static_cast<std::size_t>(site.ranks), host);
       parking_ = std::make_unique<ActorParking>(site.ranks);
     }
-    transport_ = std::make_unique<LinkLevelTransport>(
-        site.ranks, *parking_, link_slot_specs(site.graph),
-        link_route(site.topology, site.rank_nodes, site.graph.edge_count(), site.seed), &link_loads_);
+    // The transport times messages along the same routes the link loads count them on.
+    transport_ = std::make_unique<LinkLevelTransport>(site.ranks, *parking_, link_slot_specs(site.graph),
+                                                      link_loads_.route(), &link_loads_);
   }
   Transport& transport() override { return *transport_; }
   const LinkLoadCounter& link_loads() const override { return link_loads_; }

@@ -20,6 +20,12 @@ std::vector<LinkSpec> link_slot_specs(const NetworkGraph& graph)
   return specs;
 }
 
+LinkLoadCounter site_link_loads(const NetworkSite& site)
+{
+  return {site.ranks, link_route(site.topology, site.rank_nodes, site.graph.edge_count(), site.seed),
+          link_slot_count(site.graph)};
+}
+
 LinkRoute link_route(const Topology& topology, std::vector<std::size_t> rank_nodes, std::size_t link_count,
                      std::uint64_t seed)
 {

@@ -6,6 +6,7 @@
 
 #include "sim/comm/link_loads.hpp"
 #include "sim/network/link_level/link_model.hpp"
+#include "sim/network/models/network_model.hpp"
 #include "topologies/network_graph.hpp"
 #include "topologies/topology.hpp"
 
@@ -28,5 +29,8 @@ std::vector<LinkSpec> link_slot_specs(const NetworkGraph& graph);
 // number among the source's sends.
 LinkRoute link_route(const Topology& topology, std::vector<std::size_t> rank_nodes, std::size_t link_count,
                      std::uint64_t seed = 0);
+
+// A run's link loads: the site's link slots, counted along the topology's routes between its ranks.
+LinkLoadCounter site_link_loads(const NetworkSite& site);
 
 } // namespace sparsim

@@ -18,8 +18,7 @@ class SimGridFlowsRun : public NetworkRun {
 public:
   explicit SimGridFlowsRun(const NetworkSite& site)
       : options_(site.options)
-      , link_loads_(site.ranks, link_route(site.topology, site.rank_nodes, site.graph.edge_count(), site.seed),
-                    link_slot_count(site.graph))
+      , link_loads_(site_link_loads(site))
   {
     start_engine(options_.model, options_.crosstraffic);
     const std::vector<simgrid::s4u::Host*> nodes = build_platform(site.topology, site.graph);
