@@ -21,8 +21,24 @@ struct CostInputs {
   std::uint64_t n = 0; // gradient length (elements)
   std::uint64_t k = 0; // selected elements per rank (sparse algorithms)
   WireFormat wire;
-  Seconds alpha = 0;           // per-message latency
-  double seconds_per_byte = 0; // beta = 1 / bandwidth
+  Seconds alpha = 0;           // per-message latency (the slowest route's)
+  double seconds_per_byte = 0; // beta = 1 / bandwidth (the narrowest route's)
+  // With multi-GPU nodes, alpha and beta of the routes between two ranks of one node and between ranks of
+  // different nodes (zero where no pair of ranks is of that kind).
+  struct Level {
+    Seconds alpha = 0;
+    double seconds_per_byte = 0;
+  };
+  Level intra_node;
+  Level inter_node;
+};
+
+// Where the ranks run, for the collectives that depend on it (a node-aware one checks that its ranks per node
+// are the platform's).
+struct RankLayout {
+  int ranks = 1;
+  int gpus_per_node = 1;            // the platform's (topology.node.gpus)
+  std::string placement = "linear"; // placement.type
 };
 
 // Predicted cost of one call, per rank (the busiest rank where ranks differ).
@@ -41,9 +57,9 @@ public:
   virtual std::string name() const = 0;
   virtual nlohmann::json params() const = 0; // resolved parameters, for manifests
   virtual ClosedForm closed_form(const CostInputs& in) const = 0;
-  // Throws a ConfigError naming the parameter when the collective cannot run on `ranks` ranks (a team count
-  // that does not divide P); most run on any P.
-  virtual void check_ranks(int /*ranks*/) const {}
+  // Throws a ConfigError naming the parameter when the collective cannot run on these ranks (a team count
+  // that does not divide P, ranks per node that are not the platform's); most run on any.
+  virtual void check_ranks(const RankLayout& /*layout*/) const {}
 };
 
 // A dense allreduce: every rank ends with the elementwise sum of all ranks' vectors.

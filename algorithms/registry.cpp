@@ -22,6 +22,7 @@ namespace sparsim {
   FILE(dense_ring)                                                                                                     \
   FILE(dense_recursive_doubling)                                                                                       \
   FILE(dense_rabenseifner)                                                                                             \
+  FILE(dense_hierarchical)                                                                                             \
   FILE(topka)                                                                                                          \
   FILE(oktopk)                                                                                                         \
   FILE(gtopk)                                                                                                          \

@@ -182,8 +182,9 @@ public:
     return std::make_unique<SparDLState>();
   }
 
-  void check_ranks(int ranks) const override
+  void check_ranks(const RankLayout& layout) const override
   {
+    const int ranks = layout.ranks;
     if (ranks % teams_ != 0)
       throw ConfigError("algorithm.teams", std::to_string(teams_),
                         fmt::format("a divisor of ranks ({}): teams of equal size", ranks));

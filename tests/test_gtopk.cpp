@@ -178,7 +178,7 @@ TEST_P(GTopkRanks, CostOnTheStarMatchesTheClosedForm)
   const int rounds = ceil_log2(P);
   const double alpha = 2 * kStarLatency; // a route crosses two links
   const double expected_time = 2 * rounds * alpha + 2 * rounds * k * e / kStarBandwidth;
-  const CostInputs in{P, n, k, WireFormat{}, alpha, 1.0 / kStarBandwidth};
+  const CostInputs in{P, n, k, WireFormat{}, alpha, 1.0 / kStarBandwidth, {}, {}};
   const ClosedForm cf = algorithm->closed_form(in);
   EXPECT_NEAR(cf.time, expected_time, 1e-15);
   EXPECT_EQ(cf.bytes_sent_per_rank, rounds * k * e);

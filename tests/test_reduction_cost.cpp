@@ -48,7 +48,7 @@ TEST(ReductionCost, GTopkChargesEachTreeMerge)
   EXPECT_DOUBLE_EQ(run.phase(0, 2, "reduction").time, merge);
   EXPECT_EQ(run.phase(0, 1, "reduction").time, 0);
   EXPECT_EQ(run.phase(0, 3, "reduction").time, 0);
-  const double network = algorithm->closed_form({P, n, k, WireFormat{}, kAlpha, 1.0 / kStarBandwidth}).time;
+  const double network = algorithm->closed_form({P, n, k, WireFormat{}, kAlpha, 1.0 / kStarBandwidth, {}, {}}).time;
   EXPECT_GT(merge, network);
   EXPECT_NEAR(run.iterations[0][0].time, network + 2 * merge, 0.005 * network);
   // The result is the top k of the union: the largest values, rank 3's.
@@ -64,7 +64,7 @@ TEST(ReductionCost, FreeByDefault)
   const auto run = run_sparse(*algorithm, {disjoint_selections(P, k)}, P * k, k);
   for (const auto& name : run.phase_names)
     EXPECT_NE(name, "reduction");
-  const double network = algorithm->closed_form({P, P * k, k, WireFormat{}, kAlpha, 1.0 / kStarBandwidth}).time;
+  const double network = algorithm->closed_form({P, P * k, k, WireFormat{}, kAlpha, 1.0 / kStarBandwidth, {}, {}}).time;
   EXPECT_NEAR(run.iterations[0][0].time, network, 0.005 * network);
 }
 
@@ -79,7 +79,7 @@ TEST(ReductionCost, TopkaChargesTheUnionSumToEveryRank)
   const auto algorithm = make_sparse_algorithm({{"name", "topka"}});
   const auto run = run_sparse(*algorithm, {disjoint_selections(P, k)}, n, k, {}, 1, kReductionBandwidth);
   const double sum = 8.0 * (P * k + P * k) / kReductionBandwidth;
-  const double network = algorithm->closed_form({P, n, k, WireFormat{}, kAlpha, 1.0 / kStarBandwidth}).time;
+  const double network = algorithm->closed_form({P, n, k, WireFormat{}, kAlpha, 1.0 / kStarBandwidth, {}, {}}).time;
   EXPECT_GT(sum, network);
   for (int r = 0; r < P; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
@@ -122,7 +122,7 @@ TEST(ReductionCost, DenseRecursiveDoublingChargesTheFoldAddition)
   EXPECT_EQ(run.phase(0, "reduction").time, 0);
   EXPECT_DOUBLE_EQ(run.phase(1, "reduction").time, 2 * add);
   EXPECT_DOUBLE_EQ(run.phase(2, "reduction").time, add);
-  const double network = algorithm->closed_form({P, n, 0, WireFormat{}, kAlpha, 1.0 / kStarBandwidth}).time;
+  const double network = algorithm->closed_form({P, n, 0, WireFormat{}, kAlpha, 1.0 / kStarBandwidth, {}, {}}).time;
   EXPECT_GT(add, network);
   for (int r = 0; r < P; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
@@ -150,7 +150,7 @@ TEST(ReductionCost, DenseRabenseifnerChargesTheFoldAddition)
   EXPECT_EQ(run.phase(0, "reduction").time, 0);
   EXPECT_DOUBLE_EQ(run.phase(1, "reduction").time, fold_add + half_add);
   EXPECT_DOUBLE_EQ(run.phase(2, "reduction").time, half_add);
-  const double network = algorithm->closed_form({P, n, 0, WireFormat{}, kAlpha, 1.0 / kStarBandwidth}).time;
+  const double network = algorithm->closed_form({P, n, 0, WireFormat{}, kAlpha, 1.0 / kStarBandwidth, {}, {}}).time;
   for (int r = 0; r < P; ++r)
     for (std::uint64_t i = 0; i < n; ++i)
       ASSERT_EQ(run.ranks[r].result[i], vectors[0][i] + vectors[1][i] + vectors[2][i]) << "rank " << r;
@@ -166,7 +166,7 @@ TEST(ReductionCost, DenseRecursiveDoublingWithoutFold)
   const auto run =
       run_dense(*algorithm, std::vector<std::vector<float>>(P, std::vector<float>(n, 1.0f)), kReductionBandwidth);
   const double add = 12.0 * n / kReductionBandwidth;
-  const double network = algorithm->closed_form({P, n, 0, WireFormat{}, kAlpha, 1.0 / kStarBandwidth}).time;
+  const double network = algorithm->closed_form({P, n, 0, WireFormat{}, kAlpha, 1.0 / kStarBandwidth, {}, {}}).time;
   for (int r = 0; r < P; ++r) {
     EXPECT_DOUBLE_EQ(run.phase(r, "reduction").time, 2 * add) << "rank " << r;
     EXPECT_NEAR(run.ranks[r].time, network + 2 * add, 0.005 * network) << "rank " << r;

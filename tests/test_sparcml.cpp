@@ -206,7 +206,7 @@ TEST_P(SparcmlSplit, EvenDisjointSelectionsMoveExactBytes)
     EXPECT_EQ(run.phase(0, r, "count_allgather").bytes_recv, variant == "dsar_global" ? 4 * (P - 1) : 0);
   }
 
-  const CostInputs in{P, n, k, WireFormat{}, kRouteLatency, 1 / kStarBandwidth};
+  const CostInputs in{P, n, k, WireFormat{}, kRouteLatency, 1 / kStarBandwidth, {}, {}};
   const ClosedForm cf = algorithm->closed_form(in);
   const RankOutcome& out = run.iterations[0][0];
   EXPECT_EQ(cf.bytes_sent_per_rank, static_cast<double>(out.total.bytes_sent)) << cf.formula;
@@ -378,7 +378,7 @@ TEST_P(SparcmlRecursiveDouble, DisjointSelectionsFillIn)
       EXPECT_EQ(run.phase(0, r, "exchange").msgs_sent, even ? 0u : static_cast<std::uint64_t>(std::log2(p2)));
     }
   }
-  const CostInputs in{P, n, k, WireFormat{}, kRouteLatency, 1 / kStarBandwidth};
+  const CostInputs in{P, n, k, WireFormat{}, kRouteLatency, 1 / kStarBandwidth, {}, {}};
   const ClosedForm cf = algorithm->closed_form(in);
   EXPECT_EQ(cf.bytes_sent_per_rank, static_cast<double>(max_sent)) << cf.formula;
   EXPECT_EQ(cf.bytes_recv_per_rank, static_cast<double>(max_recv)) << cf.formula;

@@ -296,7 +296,7 @@ void expect_closed_form(int P, int d, const Gradients& gradients, std::uint64_t 
   const std::uint64_t n = gradients[0][0].size();
   const auto algorithm = spardl(d);
   const WithinCollectiveRun sim = run_within_collective(*algorithm, gradients, k);
-  const ClosedForm cf = algorithm->closed_form({P, n, k, WireFormat{}, kAlpha, 1.0 / kStarBandwidth});
+  const ClosedForm cf = algorithm->closed_form({P, n, k, WireFormat{}, kAlpha, 1.0 / kStarBandwidth, {}, {}});
   const int Q = P / d;
   const double kb = static_cast<double>(k / Q), h = std::floor(kb / d);
   const double block_pairs = d == 1 ? kb : d * h;

@@ -49,5 +49,8 @@ constexpr std::size_t kMaxNodes = std::size_t{1} << 22;
 std::unique_ptr<Topology> parse_star(JsonReader& spec);
 std::unique_ptr<Topology> parse_fat_tree(JsonReader& spec);
 std::unique_ptr<Topology> parse_dragonfly(JsonReader& spec);
+// The network with G GPUs per node from the spec's "node" object (topologies/multi_gpu.cpp); the network
+// itself where G is 1.
+std::unique_ptr<Topology> with_multi_gpu_nodes(std::unique_ptr<Topology> network, JsonReader& node);
 
 } // namespace sparsim

@@ -28,6 +28,10 @@ std::unique_ptr<Topology> parse_spec(JsonReader& spec)
     topology = parse_fat_tree(spec);
   else
     topology = parse_dragonfly(spec);
+  if (spec.has("node")) {
+    JsonReader node = spec.object("node");
+    topology = with_multi_gpu_nodes(std::move(topology), node);
+  }
   spec.finish();
   return topology;
 }
@@ -108,14 +112,15 @@ std::unique_ptr<Topology> parse_topology(JsonReader topology, const std::filesys
 Placement parse_placement(JsonReader placement)
 {
   Placement result;
-  result.type = placement.get_enum("type", {"linear", "random"}, "linear");
+  result.type = placement.get_enum("type", {"linear", "spread", "random"}, "linear");
   if (result.type == "random")
     result.seed = static_cast<std::uint64_t>(placement.get_int("seed", 0, 0));
   placement.finish();
   return result;
 }
 
-std::vector<std::size_t> place_ranks(const Placement& placement, int ranks, std::size_t node_count)
+std::vector<std::size_t> place_ranks(const Placement& placement, int ranks, std::size_t node_count,
+                                     std::size_t gpus_per_node)
 {
   if (ranks < 1 || static_cast<std::size_t>(ranks) > node_count)
     throw std::invalid_argument(fmt::format("place_ranks: {} ranks do not fit on {} nodes", ranks, node_count));
@@ -126,6 +131,10 @@ std::vector<std::size_t> place_ranks(const Placement& placement, int ranks, std:
     std::mt19937_64 rng(placement.seed);
     for (std::size_t i = node_count - 1; i > 0; --i)
       std::swap(nodes[i], nodes[uniform_below(rng, i + 1)]);
+  } else if (placement.type == "spread") {
+    const std::size_t machine_nodes = node_count / gpus_per_node;
+    for (std::size_t r = 0; r < node_count; ++r)
+      nodes[r] = (r % machine_nodes) * gpus_per_node + r / machine_nodes;
   } else if (placement.type != "linear") {
     throw std::invalid_argument("place_ranks: unknown placement type " + placement.type);
   }
@@ -150,7 +159,19 @@ RouteSummary summarize_routes(const Topology& topology, const NetworkGraph& grap
 {
   RouteSummary summary;
   const std::size_t ranks = rank_nodes.size();
+  const std::size_t gpus_per_node = topology.gpus_per_node();
   bool first = true;
+  bool first_intra = true;
+  bool first_inter = true;
+  auto add_to_level = [](RouteSummary::Level& level, bool& first_of_level, Seconds latency, BytesPerSecond bandwidth) {
+    if (first_of_level) {
+      level = {latency, bandwidth};
+      first_of_level = false;
+      return;
+    }
+    level.latency_max = std::max(level.latency_max, latency);
+    level.bandwidth_min = std::min(level.bandwidth_min, bandwidth);
+  };
   auto visit = [&](std::size_t a, std::size_t b) {
     HopList hops;
     topology.route(rank_nodes[a], rank_nodes[b], hops);
@@ -162,8 +183,14 @@ RouteSummary summarize_routes(const Topology& topology, const NetworkGraph& grap
       bandwidth = std::min(bandwidth, link.bandwidth);
     }
     const int hop_count = static_cast<int>(hops.size());
+    if (rank_nodes[a] / gpus_per_node == rank_nodes[b] / gpus_per_node)
+      add_to_level(summary.intra_node, first_intra, latency, bandwidth);
+    else
+      add_to_level(summary.inter_node, first_inter, latency, bandwidth);
     if (first) {
-      summary = {latency, latency, bandwidth, bandwidth, hop_count};
+      summary.latency_min = summary.latency_max = latency;
+      summary.bandwidth_min = summary.bandwidth_max = bandwidth;
+      summary.hops_max = hop_count;
       first = false;
       return;
     }

@@ -57,6 +57,14 @@ struct RouteSummary {
   BytesPerSecond bandwidth_min = 0; // smallest bottleneck bandwidth of a route (the 1/beta of a lone flow)
   BytesPerSecond bandwidth_max = 0; // largest bottleneck bandwidth of a route
   int hops_max = 0;                 // most links on one route
+  // With multi-GPU nodes, the same figures split by whether the two ranks share a node (zero where no pair
+  // does): the intra-node fabric's and the network's.
+  struct Level {
+    Seconds latency_max = 0;
+    BytesPerSecond bandwidth_min = 0;
+  };
+  Level intra_node;
+  Level inter_node;
 };
 
 // Adaptive routing (the dragonfly's topology.routing "adaptive"): per message, the network model compares the
@@ -70,8 +78,11 @@ struct AdaptiveRouting {
 class Topology {
 public:
   virtual ~Topology() = default;
-  virtual std::string type() const = 0;       // "star", "fat_tree", "dragonfly"
-  virtual std::size_t node_count() const = 0; // compute nodes (ranks can be placed on these)
+  virtual std::string type() const = 0; // "star", "fat_tree", "dragonfly"
+  // Compute vertices, where ranks are placed: nodes, or with multi-GPU nodes (topologies/multi_gpu.cpp) GPUs,
+  // each with its own NIC; GPU g then sits on node g / gpus_per_node().
+  virtual std::size_t node_count() const = 0;
+  virtual std::size_t gpus_per_node() const { return 1; }
   // The network as a graph of nodes, routers/switches and links (compute node i is graph vertex i).
   virtual NetworkGraph graph() const = 0;
   // Appends to `hops` the route from compute node `src` to compute node `dst` (src != dst), in order.
@@ -105,13 +116,17 @@ public:
 // against `config_dir` and then against the installed configs/ folder.
 std::unique_ptr<Topology> parse_topology(JsonReader topology, const std::filesystem::path& config_dir);
 
-// Which node each rank runs on: "linear" (rank r on node r) or "random" (a seeded permutation).
+// Which compute vertex (node, or GPU of a multi-GPU node) each rank runs on: "linear" (rank r on vertex r: the
+// ranks of a node are consecutive), "spread" (round-robin over the nodes: rank r on node r mod N, as its GPU
+// r / N, with N = node_count / gpus_per_node; "linear" where nodes have one GPU) or "random" (a seeded
+// permutation of the vertices).
 struct Placement {
   std::string type = "linear";
   std::uint64_t seed = 0;
 };
 Placement parse_placement(JsonReader placement);
-std::vector<std::size_t> place_ranks(const Placement& placement, int ranks, std::size_t node_count);
+std::vector<std::size_t> place_ranks(const Placement& placement, int ranks, std::size_t node_count,
+                                     std::size_t gpus_per_node = 1);
 
 // Contention-free route figures between ranks placed on `rank_nodes` (distinct nodes): latency summed over
 // the route's links in order, bandwidth the route's smallest. All pairs for small P, otherwise the pairs

@@ -22,7 +22,7 @@ int main(int argc, char** argv)
     const sparsim::ExperimentConfig config = sparsim::load_config(argv[1]);
     const sparsim::NetworkGraph graph = config.topology->graph();
     std::ofstream hostfile(argv[2]);
-    for (std::size_t node : sparsim::place_ranks(config.placement, config.ranks, config.topology->node_count()))
+    for (std::size_t node : config.rank_nodes())
       hostfile << graph.vertex_name(node) << '\n';
     if (!hostfile.flush())
       throw std::runtime_error(std::string("cannot write ") + argv[2]);

@@ -289,8 +289,7 @@ int command_validate(const Arguments& args)
 {
   const sparsim::ExperimentConfig config = sparsim::load_config(args.config);
   sparsim::check_memory(config);
-  const auto routes = sparsim::summarize_routes(
-      *config.topology, sparsim::place_ranks(config.placement, config.ranks, config.topology->node_count()));
+  const auto routes = sparsim::summarize_routes(*config.topology, config.rank_nodes());
   const auto memory = sparsim::estimate_memory(config);
   const sparsim::NetworkModel& model = sparsim::network_model(config.network.model);
   const std::string network = fmt::format(

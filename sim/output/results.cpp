@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 #include <unistd.h>
 #include <vector>
 
@@ -192,6 +193,14 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
       {"files", {"results.csv", "ranks.csv", "links.csv"}},
   };
 
+  if (config.topology->gpus_per_node() > 1) { // multi-GPU nodes: the routes and closed-form inputs by level
+    for (const auto& [name, level, cost] :
+         {std::tuple{"intra_node", output.routes.intra_node, output.cost_inputs.intra_node},
+          std::tuple{"inter_node", output.routes.inter_node, output.cost_inputs.inter_node}}) {
+      manifest["routes"][name] = {{"latency_max_s", level.latency_max}, {"bandwidth_min_Bps", level.bandwidth_min}};
+      manifest["closed_form"][name] = {{"alpha_s", cost.alpha}, {"beta_s_per_byte", cost.seconds_per_byte}};
+    }
+  }
   manifest.update(output.network_fields); // what the network model records of its run
   if (output.mean_field)                  // selection.residual "mean_field": its memory beside the estimate's
     manifest["mean_field"] = {{"state_bytes", output.mean_field->state_bytes},

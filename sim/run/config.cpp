@@ -97,8 +97,8 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
   config.topology = parse_topology(root.object("topology"), config_dir);
   if (static_cast<std::size_t>(config.ranks) > config.topology->node_count())
     root.fail("ranks", config.ranks,
-              fmt::format("at most the platform's {} nodes ({})", config.topology->node_count(),
-                          config.topology->describe()));
+              fmt::format("at most the platform's {} {} ({})", config.topology->node_count(),
+                          config.topology->gpus_per_node() > 1 ? "GPUs" : "nodes", config.topology->describe()));
   config.placement = parse_placement(root.optional_object("placement"));
 
   {
@@ -115,7 +115,9 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
   JsonReader algorithm = root.object("algorithm");
   const std::string algorithm_path = algorithm.path();
   config.algorithm = parse_algorithm(std::move(algorithm));
-  config.algorithm->check_ranks(config.ranks);
+  config.algorithm->check_ranks({.ranks = config.ranks,
+                                 .gpus_per_node = static_cast<int>(config.topology->gpus_per_node()),
+                                 .placement = config.placement.type});
   if (config.workload.data == DataMode::phantom && config.is_sparse())
     throw ConfigError("workload.data", "\"phantom\"", "\"real\": sparse algorithms select from real values");
   if (config.is_sparse() && config.workload.n > std::numeric_limits<Index>::max())
@@ -224,6 +226,26 @@ ExperimentConfig load_config(const std::filesystem::path& file, std::shared_ptr<
                              std::optional<std::filesystem::path> relative_to)
 {
   return parse_config(read_json_file(file), relative_to.value_or(file.parent_path()), std::move(log));
+}
+
+CostInputs ExperimentConfig::cost_inputs(const RouteSummary* routes) const
+{
+  CostInputs inputs{.ranks = ranks,
+                    .n = workload.n,
+                    .k = workload.k,
+                    .wire = workload.wire,
+                    .alpha = 0,
+                    .seconds_per_byte = 0,
+                    .intra_node = {},
+                    .inter_node = {}};
+  if (!routes)
+    return inputs;
+  auto seconds_per_byte = [](BytesPerSecond bandwidth) { return bandwidth > 0 ? 1.0 / bandwidth : 0.0; };
+  inputs.alpha = routes->latency_max;
+  inputs.seconds_per_byte = seconds_per_byte(routes->bandwidth_min);
+  inputs.intra_node = {routes->intra_node.latency_max, seconds_per_byte(routes->intra_node.bandwidth_min)};
+  inputs.inter_node = {routes->inter_node.latency_max, seconds_per_byte(routes->inter_node.bandwidth_min)};
+  return inputs;
 }
 
 nlohmann::json ExperimentConfig::resolved() const

@@ -62,10 +62,13 @@ struct ExperimentConfig {
 
   // The config with every default filled in, as written into result manifests.
   nlohmann::json resolved() const;
-  // The closed forms' inputs for this problem on a platform of per-message `alpha` and `seconds_per_byte`.
-  CostInputs cost_inputs(Seconds alpha = 0, double seconds_per_byte = 0) const
+  // The closed forms' inputs for this problem, on the routes between the placed ranks when given (zero alpha
+  // and beta without them).
+  CostInputs cost_inputs(const RouteSummary* routes = nullptr) const;
+  // The compute vertex (node, or GPU) each rank runs on.
+  std::vector<std::size_t> rank_nodes() const
   {
-    return {ranks, workload.n, workload.k, workload.wire, alpha, seconds_per_byte};
+    return place_ranks(placement, ranks, topology->node_count(), topology->gpus_per_node());
   }
 };
 

@@ -97,8 +97,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
 {
   const auto wall_start = std::chrono::steady_clock::now();
 
-  const std::vector<std::size_t> rank_nodes =
-      place_ranks(config.placement, config.ranks, config.topology->node_count());
+  const std::vector<std::size_t> rank_nodes = config.rank_nodes();
   const NetworkGraph graph = config.topology->graph(); // built once: the platform, routes and link labels
   const std::unique_ptr<NetworkRun> network = network_model(config.network.model)
                                                   .set_up({.ranks = config.ranks,
@@ -110,8 +109,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
 
   RunOutput out;
   out.routes = summarize_routes(*config.topology, graph, rank_nodes);
-  out.cost_inputs =
-      config.cost_inputs(out.routes.latency_max, out.routes.bandwidth_min > 0 ? 1.0 / out.routes.bandwidth_min : 0.0);
+  out.cost_inputs = config.cost_inputs(&out.routes);
   out.closed_form = config.algorithm->closed_form(out.cost_inputs);
 
   Transport& transport = network->transport();

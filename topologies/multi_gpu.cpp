@@ -1,0 +1,162 @@
+// Multi-GPU nodes: G GPUs per node joined by a fast intra-node fabric, each GPU with its own NIC into the
+// network (GPUDirect-style: no staging through host memory).
+//
+// The network topology below (star, fat tree, dragonfly) is unchanged; its endpoints (its "nodes") become the
+// GPUs' NICs, and G consecutive endpoints form one node: GPU g sits on node g / G, as local GPU g mod G. A GPU
+// and its NIC are one compute vertex of the graph, so rank placement, routes and links.csv name GPUs. Inside a
+// node the fabric ("fabric") is either
+//   "switch": one intra-node switch (NVSwitch-like) with one link per GPU: a message between two GPUs of a node
+//             crosses the sender's link up and the receiver's link down;
+//   "mesh":   a direct link between every pair of the node's GPUs (NVLink-mesh-like): one link per message.
+// Traffic between GPUs of different nodes takes the network's route between their NICs and never touches the
+// intra-node fabric. Intra-node links are numbered after the network's and have level "intra_node".
+//
+// Config, inside any topology object or platform file: "node": {"gpus": 8, "fabric": "switch", "bandwidth":
+// "450GBps", "latency": "300ns"}. gpus 1 is a node with one GPU and no fabric, which is every platform without
+// "node".
+//
+// LIMITATIONS
+// - The intra-node switch never limits bandwidth (as the star's crossbar): only the GPUs' links are shared.
+// - A GPU's NIC link and its fabric link do not share anything (no PCIe switch between GPU, NIC and host).
+// - Host staging (copying through host memory before the NIC) is not modelled.
+#include "topologies/builder.hpp"
+
+#include <fmt/format.h>
+
+namespace sparsim {
+namespace {
+
+class MultiGpuTopology : public Topology {
+public:
+  MultiGpuTopology(std::unique_ptr<Topology> network, std::size_t gpus, std::string fabric, LinkSpec link)
+      : network_(std::move(network))
+      , gpus_(gpus)
+      , fabric_(std::move(fabric))
+      , link_(link)
+      , network_links_(network_->graph().edge_count())
+  {
+  }
+
+  std::string type() const override { return network_->type(); }
+  std::size_t node_count() const override { return network_->node_count(); }
+  std::size_t gpus_per_node() const override { return gpus_; }
+
+  NetworkGraph graph() const override
+  {
+    NetworkGraph graph = network_->graph();
+    const std::size_t nodes = node_count() / gpus_;
+    for (std::size_t node = 0; node < nodes; ++node) {
+      const std::size_t first = node * gpus_;
+      if (fabric_ == "switch") {
+        // Link network_links_ + g is GPU g's link into its node's switch: routing relies on this numbering.
+        const std::size_t fabric_switch = graph.add_router(fmt::format("node{}_switch", node));
+        for (std::size_t g = first; g < first + gpus_; ++g)
+          graph.add_link({fmt::format("gpu{}_switch", g), g, fabric_switch, link_.bandwidth, link_.latency,
+                          "intra_node"});
+      } else {
+        // Pairs (a, b), a < b, in the order mesh_link() counts them.
+        for (std::size_t a = first; a < first + gpus_; ++a)
+          for (std::size_t b = a + 1; b < first + gpus_; ++b)
+            graph.add_link({fmt::format("gpu{}_gpu{}", a, b), a, b, link_.bandwidth, link_.latency, "intra_node"});
+      }
+    }
+    return graph;
+  }
+
+  void route(std::size_t src, std::size_t dst, HopList& hops) const override
+  {
+    if (same_node(src, dst))
+      route_in_node(src, dst, hops);
+    else
+      network_->route(src, dst, hops);
+  }
+
+  bool routes_per_message() const override { return network_->routes_per_message(); }
+  void route_message(std::size_t src, std::size_t dst, std::uint64_t message, HopList& hops) const override
+  {
+    if (same_node(src, dst))
+      route_in_node(src, dst, hops);
+    else
+      network_->route_message(src, dst, message, hops);
+  }
+  AdaptiveRouting adaptive_routing() const override { return network_->adaptive_routing(); }
+  void route_nonminimal(std::size_t src, std::size_t dst, std::uint64_t message, HopList& hops) const override
+  {
+    if (same_node(src, dst))
+      route_in_node(src, dst, hops);
+    else
+      network_->route_nonminimal(src, dst, message, hops);
+  }
+  std::string routing() const override { return network_->routing(); }
+
+  nlohmann::json to_json() const override
+  {
+    nlohmann::json spec = network_->to_json();
+    nlohmann::json node = link_spec_json(link_);
+    node["gpus"] = gpus_;
+    node["fabric"] = fabric_;
+    spec["node"] = node;
+    return spec;
+  }
+
+  std::string describe() const override
+  {
+    return fmt::format("{}; {} nodes of {} GPUs, intra-node {} of {} and {} per link", network_->describe(),
+                       node_count() / gpus_, gpus_, fabric_, format_bandwidth(link_.bandwidth),
+                       format_duration(link_.latency));
+  }
+
+private:
+  bool same_node(std::size_t a, std::size_t b) const { return a / gpus_ == b / gpus_; }
+
+  void route_in_node(std::size_t src, std::size_t dst, HopList& hops) const
+  {
+    if (fabric_ == "switch") {
+      hops.push(network_links_ + src, true);
+      hops.push(network_links_ + dst, false);
+      return;
+    }
+    const std::size_t a = std::min(src, dst);
+    const std::size_t b = std::max(src, dst);
+    hops.push(mesh_link(a, b), src == a);
+  }
+
+  // The mesh link between GPUs a < b of one node: each node holds G(G-1)/2 links, pairs in lexicographic order.
+  std::size_t mesh_link(std::size_t a, std::size_t b) const
+  {
+    const std::size_t node = a / gpus_;
+    const std::size_t i = a % gpus_;
+    const std::size_t j = b % gpus_;
+    const std::size_t pairs_before_row = i * gpus_ - i * (i + 1) / 2; // pairs (i', .) with i' < i
+    return network_links_ + node * (gpus_ * (gpus_ - 1) / 2) + pairs_before_row + (j - i - 1);
+  }
+
+  std::unique_ptr<Topology> network_;
+  std::size_t gpus_;
+  std::string fabric_;
+  LinkSpec link_;
+  std::size_t network_links_; // the network's links come first; the intra-node links follow
+};
+
+} // namespace
+
+std::unique_ptr<Topology> with_multi_gpu_nodes(std::unique_ptr<Topology> network, JsonReader& node)
+{
+  constexpr std::size_t kMaxGpusPerNode = 64;
+  const std::size_t gpus = read_count(node, "gpus", kMaxGpusPerNode);
+  if (gpus == 1) {
+    node.finish();
+    return network;
+  }
+  const std::string fabric = node.get_enum("fabric", {"switch", "mesh"}, "switch");
+  const LinkSpec link = read_link_spec(node);
+  node.finish();
+  if (network->node_count() % gpus != 0)
+    node.fail("gpus", std::to_string(gpus),
+              fmt::format("a divisor of the network's {} endpoints ({}): each GPU has its own NIC, G consecutive "
+                          "endpoints form a node",
+                          network->node_count(), network->describe()));
+  return std::make_unique<MultiGpuTopology>(std::move(network), gpus, fabric, link);
+}
+
+} // namespace sparsim
