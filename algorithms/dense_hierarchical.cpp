@@ -93,7 +93,7 @@ public:
     const double G = ranks_per_node_;
     const double N = in.ranks / G;
     const double block_bytes = static_cast<double>(in.n) / G * in.wire.value_bytes; // one GPU's block of the node
-    const double rail_bytes = block_bytes / N;                                          // its part on the rail ring
+    const double rail_bytes = block_bytes / N;                                      // its part on the rail ring
     const double intra = (G - 1) * (in.intra_node.alpha + block_bytes * in.intra_node.seconds_per_byte);
     const double inter = 2 * (N - 1) * (in.inter_node.alpha + rail_bytes * in.inter_node.seconds_per_byte);
     ClosedForm cf;

@@ -104,16 +104,55 @@ TEST(MultiGpuTopology, RouteFiguresSplitByWhetherTwoRanksShareANode)
   EXPECT_EQ(spread.intra_node.bandwidth_min, 0);
 }
 
+// A rail-optimized fat tree of 4 nodes of 2 GPUs: 4 leaves of 2 NICs, 2 spines; a scalable unit is 2 nodes
+// and its 2 leaves, one per rail. GPU e = 2 node + rail sits on leaf 2 (node / 2) + rail.
+json rail_tree(const std::string& cross_rail)
+{
+  return {{"type", "fat_tree"},
+          {"levels", 2},
+          {"down", {2, 4}},
+          {"up", {1, 2}},
+          {"rails", 2},
+          {"bandwidth", "50GBps"},
+          {"latency", "100ns"},
+          {"node", {{"gpus", 2}, {"bandwidth", "450GBps"}, {"latency", "250ns"}, {"cross_rail", cross_rail}}}};
+}
+
+TEST(MultiGpuTopology, RailOptimizedFatTreePutsEachRailOfAUnitOnItsOwnLeaf)
+{
+  const auto topology = parse(rail_tree("network"));
+  ASSERT_EQ(topology->node_count(), 8u);
+  EXPECT_EQ(topology->rails(), 2u);
+  const NetworkGraph graph = topology->graph();
+  // Rail 0 of nodes 0 and 1 (GPUs 0 and 2) share leaf 0, rail 1 (GPUs 1 and 3) leaf 1; nodes 2 and 3 the next
+  // unit's leaves 2 and 3.
+  EXPECT_EQ(route_names(*topology, graph, 0, 2), (Names{{"node0_sw1_0", true}, {"node2_sw1_0", false}}));
+  EXPECT_EQ(route_names(*topology, graph, 3, 1), (Names{{"node3_sw1_1", true}, {"node1_sw1_1", false}}));
+  EXPECT_EQ(route_names(*topology, graph, 4, 6), (Names{{"node4_sw1_2", true}, {"node6_sw1_2", false}}));
+  // Across rails (GPU 1 on rail 1 to GPU 2 on rail 0): up to a spine and down.
+  EXPECT_EQ(route_names(*topology, graph, 1, 2).size(), 4u);
+  // In the node: the fabric.
+  EXPECT_EQ(route_names(*topology, graph, 0, 1), (Names{{"gpu0_switch", true}, {"gpu1_switch", false}}));
+}
+
+TEST(MultiGpuTopology, CrossRailThroughTheFabricKeepsTheNetworkOnTheDestinationsRail)
+{
+  const auto topology = parse(rail_tree("fabric"));
+  const NetworkGraph graph = topology->graph();
+  // GPU 1 (node 0, rail 1) to GPU 2 (node 1, rail 0): to GPU 0 through the fabric, then rail 0's leaf.
+  EXPECT_EQ(route_names(*topology, graph, 1, 2),
+            (Names{{"gpu1_switch", true}, {"gpu0_switch", false}, {"node0_sw1_0", true}, {"node2_sw1_0", false}}));
+  // Same rail: no detour.
+  EXPECT_EQ(route_names(*topology, graph, 0, 2), (Names{{"node0_sw1_0", true}, {"node2_sw1_0", false}}));
+}
+
 // ---- Config errors ----------------------------------------------------------------------------------------
 
 json run_config_for(const std::string& algorithm, int ranks, const std::string& model = "CM02")
 {
-  return {{"name", "multi_gpu"},
-          {"ranks", ranks},
-          {"topology", multi_gpu_star()},
-          {"algorithm", {{"name", algorithm}}},
-          {"workload", {{"n", 4800}}},
-          {"network", {{"model", model}}}};
+  return {{"name", "multi_gpu"},          {"ranks", ranks},
+          {"topology", multi_gpu_star()}, {"algorithm", {{"name", algorithm}}},
+          {"workload", {{"n", 4800}}},    {"network", {{"model", model}}}};
 }
 
 std::string error_path(const json& config)
@@ -156,6 +195,21 @@ TEST(MultiGpuConfig, BadValuesAreErrorsNamingThePath)
   spread["placement"] = {{"type", "spread"}};
   EXPECT_EQ(error_path(spread), "placement.type");
 
+  json rails_without_gpus = run_config_for("dense_ring", 8);
+  rails_without_gpus["topology"] = rail_tree("network");
+  rails_without_gpus["topology"].erase("node");
+  EXPECT_EQ(error_path(rails_without_gpus), "topology.rails");
+
+  json rails_not_gpus = run_config_for("dense_ring", 8);
+  rails_not_gpus["topology"] = rail_tree("network");
+  rails_not_gpus["topology"]["node"]["gpus"] = 4;
+  EXPECT_EQ(error_path(rails_not_gpus), "topology.rails");
+
+  json rails_not_dividing_leaves = run_config_for("dense_ring", 8);
+  rails_not_dividing_leaves["topology"] = rail_tree("network");
+  rails_not_dividing_leaves["topology"]["rails"] = 3;
+  EXPECT_EQ(error_path(rails_not_dividing_leaves), "topology.rails");
+
   json fine = run_config_for("dense_hierarchical", 8);
   fine["algorithm"]["ranks_per_node"] = 4;
   EXPECT_EQ(error_path(fine), "(no error)");
@@ -170,13 +224,15 @@ struct RunFigures {
   double network_bytes = 0;    // bytes on the other links
 };
 
+// Runs `config`; its result is checked against the direct sum unless its data are phantom (lengths only).
 RunFigures run_and_read(const json& config, const std::string& name)
 {
   const CliResult result = run_config(config, name);
   EXPECT_EQ(result.exit_code, 0) << result.output;
   RunFigures figures;
   const json manifest = json::parse(read_text(result.dir / "manifest.json"));
-  EXPECT_TRUE(manifest["verification"]["checked"].get<bool>());
+  const bool phantom = config["workload"].value("data", "real") == "phantom";
+  EXPECT_EQ(manifest["verification"]["checked"].get<bool>(), !phantom);
   EXPECT_LE(manifest["verification"]["max_error_over_tolerance"].get<double>(), 1.0);
   figures.closed_form = manifest["closed_form"]["time_s"].get<double>();
   for (const auto& row : read_csv(result.dir / "results.csv"))
@@ -219,6 +275,23 @@ TEST_P(MultiGpuRun, HierarchicalAllreduceMatchesItsClosedForm)
   // Each rank sends 2(G-1) blocks of n/G in the fabric and 2(N-1) parts of n/(G N) on its rail; two links each.
   EXPECT_EQ(hierarchical.intra_node_bytes, 12 * 2 * (G - 1) * (n / G) * w * 2);
   EXPECT_EQ(hierarchical.network_bytes, 12 * 2 * (N - 1) * (n / (G * N)) * w * 2);
+}
+
+// The presets at P = 64 (8 H100 nodes of one scalable unit; 16 Slingshot nodes on 4 switches): the ring's slowest
+// hop (across rails through a spine; between two switches of a group) has its own links, so the ring takes its
+// closed form with the slowest route's figures, up to rounding (1e-9 relative, as the algorithm matrix; measured
+// 3e-15; the issue asked for 0.5%).
+TEST_P(MultiGpuRun, RingOnTheGpuPresetsMatchesItsClosedForm)
+{
+  for (const char* preset : {"platforms/rail_h100.json", "platforms/slingshot.json"}) {
+    SCOPED_TRACE(preset);
+    json config = run_config_for("dense_ring", 64, GetParam());
+    config["topology"] = {{"file", preset}};
+    config["workload"] = {{"n", 1 << 20}, {"data", "phantom"}};
+    const RunFigures ring = run_and_read(config, std::string("preset-ring-") + GetParam() + preset[10]);
+    EXPECT_NEAR(ring.time, ring.closed_form, 1e-9 * ring.closed_form);
+    EXPECT_GT(ring.intra_node_bytes, 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, MultiGpuRun, ::testing::Values("CM02", "LinkLevel"));

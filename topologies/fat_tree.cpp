@@ -12,6 +12,12 @@
 // average, would). Routes are computed by this file (builder.hpp); the graph view and the SimGrid zone are the
 // same links.
 //
+// Rail-optimized ("rails": R > 1, with multi-GPU nodes of G = R GPUs, topologies/multi_gpu.cpp): the leaf
+// switches come in groups of R, one per rail, and a group serves one scalable unit of S = down[0] nodes: NIC i
+// of each of the unit's nodes is on the unit's leaf i. Endpoint (GPU) e = node * R + i sits at leaf position
+// ((node / S) * R + i) * S + node mod S of the tree, which is otherwise unchanged: GPUs of one rail and unit
+// share a leaf, other rails meet only above it.
+//
 // Config: {"type": "fat_tree", "levels": 3, "down": [16, 16, 16], "up": [1, 16, 16], "bandwidth": "100Gbps",
 // "latency": "100ns", "per_level": [{"latency": "500ns"}, {}, {}]}. bandwidth/latency apply to every level
 // unless "per_level" (one object per level, element l = links between levels l and l+1, so element 0 = the
@@ -101,12 +107,14 @@ struct TreeShape {
 
 class FatTreeTopology : public Topology {
 public:
-  FatTreeTopology(TreeShape shape, LinkSpec default_link, std::vector<LinkSpec> per_level, std::string routing)
+  FatTreeTopology(TreeShape shape, LinkSpec default_link, std::vector<LinkSpec> per_level, std::string routing,
+                  std::size_t rails)
       : shape_(shape)
       , default_link_(default_link)
       , per_level_(std::move(per_level))
       , routing_(std::move(routing))
       , random_(routing_ == "random")
+      , rails_(rails)
   {
   }
 
@@ -125,7 +133,7 @@ public:
         TreeShape::Digits digits = shape_.digits(l, child);
         for (std::size_t p = 0; p < shape_.up[l]; ++p) {
           digits[l] = p;
-          const std::size_t from = shape_.vertex_base[l] + child;
+          const std::size_t from = l == 0 ? endpoint_at(child) : shape_.vertex_base[l] + child;
           const std::size_t to = shape_.vertex_base[l + 1] + shape_.index(l + 1, digits);
           graph.add_link({fmt::format("{}_{}", graph.vertex_name(from), graph.vertex_name(to)), from, to,
                           per_level_[l].bandwidth, per_level_[l].latency, fmt::format("fat_tree_L{}", l)});
@@ -135,12 +143,16 @@ public:
     return graph;
   }
 
-  void route(std::size_t src, std::size_t dst, HopList& hops) const override { shape_.route(src, dst, hops); }
+  void route(std::size_t src, std::size_t dst, HopList& hops) const override
+  {
+    shape_.route(position_of(src), position_of(dst), hops);
+  }
   bool routes_per_message() const override { return random_; }
   void route_message(std::size_t src, std::size_t dst, std::uint64_t message, HopList& hops) const override
   {
-    shape_.route(src, dst, hops, random_ ? &message : nullptr);
+    shape_.route(position_of(src), position_of(dst), hops, random_ ? &message : nullptr);
   }
+  std::size_t rails() const override { return rails_; }
   std::string routing() const override { return routing_; }
 
   nlohmann::json to_json() const override
@@ -154,6 +166,8 @@ public:
     for (const LinkSpec& level : per_level_)
       spec["per_level"].push_back(link_spec_json(level));
     spec["routing"] = routing_;
+    if (rails_ > 1)
+      spec["rails"] = rails_;
     return spec;
   }
 
@@ -162,17 +176,36 @@ public:
     std::size_t switches = 0;
     for (std::size_t l = 1; l <= shape_.levels; ++l)
       switches += shape_.level_size[l];
-    return fmt::format("fat tree {} levels, down {}, up {} ({} nodes, {} switches)", shape_.levels,
+    return fmt::format("{}fat tree {} levels, down {}, up {} ({} {}, {} switches)",
+                       rails_ > 1 ? fmt::format("rail-optimized ({} rails) ", rails_) : "", shape_.levels,
                        fmt::join(shape_.down.begin(), shape_.down.begin() + shape_.levels, "x"),
-                       fmt::join(shape_.up.begin(), shape_.up.begin() + shape_.levels, "x"), node_count(), switches);
+                       fmt::join(shape_.up.begin(), shape_.up.begin() + shape_.levels, "x"), node_count(),
+                       rails_ > 1 ? "NICs" : "nodes", switches);
   }
 
 private:
+  // Leaf position of endpoint e (NIC i of node m: e = m R + i) and back: see "Rail-optimized" above.
+  std::size_t position_of(std::size_t endpoint) const
+  {
+    const std::size_t unit_nodes = shape_.down[0];
+    const std::size_t node = endpoint / rails_;
+    const std::size_t rail = endpoint % rails_;
+    return ((node / unit_nodes) * rails_ + rail) * unit_nodes + node % unit_nodes;
+  }
+  std::size_t endpoint_at(std::size_t position) const
+  {
+    const std::size_t unit_nodes = shape_.down[0];
+    const std::size_t leaf = position / unit_nodes;
+    const std::size_t node = (leaf / rails_) * unit_nodes + position % unit_nodes;
+    return node * rails_ + leaf % rails_;
+  }
+
   TreeShape shape_;
   LinkSpec default_link_;
   std::vector<LinkSpec> per_level_;
   std::string routing_; // "d_mod_k" or "random"
   bool random_;
+  std::size_t rails_; // 1: not rail-optimized
 };
 
 } // namespace
@@ -226,7 +259,12 @@ std::unique_ptr<Topology> parse_fat_tree(JsonReader& spec)
     }
   }
   const std::string routing = spec.get_enum("routing", kFatTreeRoutings, kFatTreeRoutings.front());
-  return std::make_unique<FatTreeTopology>(shape, default_link, std::move(per_level), routing);
+  const std::size_t rails = read_count(spec, "rails", 64, 1);
+  const std::size_t leaves = shape.level_size[0] / shape.down[0];
+  if (leaves % rails != 0)
+    spec.fail("rails", std::to_string(rails),
+              fmt::format("a divisor of the tree's {} leaf switches (a scalable unit has one leaf per rail)", leaves));
+  return std::make_unique<FatTreeTopology>(shape, default_link, std::move(per_level), routing, rails);
 }
 
 } // namespace sparsim

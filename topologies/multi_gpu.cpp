@@ -8,12 +8,14 @@
 //   "switch": one intra-node switch (NVSwitch-like) with one link per GPU: a message between two GPUs of a node
 //             crosses the sender's link up and the receiver's link down;
 //   "mesh":   a direct link between every pair of the node's GPUs (NVLink-mesh-like): one link per message.
-// Traffic between GPUs of different nodes takes the network's route between their NICs and never touches the
-// intra-node fabric. Intra-node links are numbered after the network's and have level "intra_node".
+// Traffic between GPUs of different nodes takes the network's route between their NICs ("cross_rail":
+// "network", the default), or, from GPU i to GPU j != i of another node, first the fabric to GPU j of its own
+// node and then the network from that GPU's NIC ("fabric": NCCL's PXN, which keeps a rail-optimized network's
+// traffic on one rail). Intra-node links are numbered after the network's and have level "intra_node".
 //
 // Config, inside any topology object or platform file: "node": {"gpus": 8, "fabric": "switch", "bandwidth":
-// "450GBps", "latency": "300ns"}. gpus 1 is a node with one GPU and no fabric, which is every platform without
-// "node".
+// "450GBps", "latency": "300ns", "cross_rail": "network"}. gpus 1 is a node with one GPU and no fabric, which is
+// every platform without "node".
 //
 // LIMITATIONS
 // - The intra-node switch never limits bandwidth (as the star's crossbar): only the GPUs' links are shared.
@@ -28,11 +30,13 @@ namespace {
 
 class MultiGpuTopology : public Topology {
 public:
-  MultiGpuTopology(std::unique_ptr<Topology> network, std::size_t gpus, std::string fabric, LinkSpec link)
+  MultiGpuTopology(std::unique_ptr<Topology> network, std::size_t gpus, std::string fabric, LinkSpec link,
+                   std::string cross_rail)
       : network_(std::move(network))
       , gpus_(gpus)
       , fabric_(std::move(fabric))
       , link_(link)
+      , cross_rail_(std::move(cross_rail))
       , network_links_(network_->graph().edge_count())
   {
   }
@@ -40,6 +44,7 @@ public:
   std::string type() const override { return network_->type(); }
   std::size_t node_count() const override { return network_->node_count(); }
   std::size_t gpus_per_node() const override { return gpus_; }
+  std::size_t rails() const override { return network_->rails(); }
 
   NetworkGraph graph() const override
   {
@@ -51,8 +56,8 @@ public:
         // Link network_links_ + g is GPU g's link into its node's switch: routing relies on this numbering.
         const std::size_t fabric_switch = graph.add_router(fmt::format("node{}_switch", node));
         for (std::size_t g = first; g < first + gpus_; ++g)
-          graph.add_link({fmt::format("gpu{}_switch", g), g, fabric_switch, link_.bandwidth, link_.latency,
-                          "intra_node"});
+          graph.add_link(
+              {fmt::format("gpu{}_switch", g), g, fabric_switch, link_.bandwidth, link_.latency, "intra_node"});
       } else {
         // Pairs (a, b), a < b, in the order mesh_link() counts them.
         for (std::size_t a = first; a < first + gpus_; ++a)
@@ -66,26 +71,23 @@ public:
   void route(std::size_t src, std::size_t dst, HopList& hops) const override
   {
     if (same_node(src, dst))
-      route_in_node(src, dst, hops);
-    else
-      network_->route(src, dst, hops);
+      return route_in_node(src, dst, hops);
+    network_->route(leave_node_from(src, dst, hops), dst, hops);
   }
 
   bool routes_per_message() const override { return network_->routes_per_message(); }
   void route_message(std::size_t src, std::size_t dst, std::uint64_t message, HopList& hops) const override
   {
     if (same_node(src, dst))
-      route_in_node(src, dst, hops);
-    else
-      network_->route_message(src, dst, message, hops);
+      return route_in_node(src, dst, hops);
+    network_->route_message(leave_node_from(src, dst, hops), dst, message, hops);
   }
   AdaptiveRouting adaptive_routing() const override { return network_->adaptive_routing(); }
   void route_nonminimal(std::size_t src, std::size_t dst, std::uint64_t message, HopList& hops) const override
   {
     if (same_node(src, dst))
-      route_in_node(src, dst, hops);
-    else
-      network_->route_nonminimal(src, dst, message, hops);
+      return route_in_node(src, dst, hops);
+    network_->route_nonminimal(leave_node_from(src, dst, hops), dst, message, hops);
   }
   std::string routing() const override { return network_->routing(); }
 
@@ -95,6 +97,7 @@ public:
     nlohmann::json node = link_spec_json(link_);
     node["gpus"] = gpus_;
     node["fabric"] = fabric_;
+    node["cross_rail"] = cross_rail_;
     spec["node"] = node;
     return spec;
   }
@@ -108,6 +111,17 @@ public:
 
 private:
   bool same_node(std::size_t a, std::size_t b) const { return a / gpus_ == b / gpus_; }
+
+  // The GPU whose NIC a message from src to dst (on another node) leaves through: src itself, or under
+  // "cross_rail": "fabric" the GPU of src's node on dst's rail, reached through the fabric (those hops appended).
+  std::size_t leave_node_from(std::size_t src, std::size_t dst, HopList& hops) const
+  {
+    if (cross_rail_ == "network" || src % gpus_ == dst % gpus_)
+      return src;
+    const std::size_t relay = src / gpus_ * gpus_ + dst % gpus_;
+    route_in_node(src, relay, hops);
+    return relay;
+  }
 
   void route_in_node(std::size_t src, std::size_t dst, HopList& hops) const
   {
@@ -135,6 +149,7 @@ private:
   std::size_t gpus_;
   std::string fabric_;
   LinkSpec link_;
+  std::string cross_rail_;    // "network" or "fabric"
   std::size_t network_links_; // the network's links come first; the intra-node links follow
 };
 
@@ -150,13 +165,14 @@ std::unique_ptr<Topology> with_multi_gpu_nodes(std::unique_ptr<Topology> network
   }
   const std::string fabric = node.get_enum("fabric", {"switch", "mesh"}, "switch");
   const LinkSpec link = read_link_spec(node);
+  const std::string cross_rail = node.get_enum("cross_rail", {"network", "fabric"}, "network");
   node.finish();
   if (network->node_count() % gpus != 0)
     node.fail("gpus", std::to_string(gpus),
               fmt::format("a divisor of the network's {} endpoints ({}): each GPU has its own NIC, G consecutive "
                           "endpoints form a node",
                           network->node_count(), network->describe()));
-  return std::make_unique<MultiGpuTopology>(std::move(network), gpus, fabric, link);
+  return std::make_unique<MultiGpuTopology>(std::move(network), gpus, fabric, link, cross_rail);
 }
 
 } // namespace sparsim

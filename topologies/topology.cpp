@@ -32,6 +32,9 @@ std::unique_ptr<Topology> parse_spec(JsonReader& spec)
     JsonReader node = spec.object("node");
     topology = with_multi_gpu_nodes(std::move(topology), node);
   }
+  if (topology->rails() > 1 && topology->rails() != topology->gpus_per_node())
+    spec.fail("rails", std::to_string(topology->rails()),
+              fmt::format("the GPUs per node (topology.node.gpus, {}): one rail per GPU", topology->gpus_per_node()));
   spec.finish();
   return topology;
 }

@@ -83,6 +83,8 @@ public:
   // each with its own NIC; GPU g then sits on node g / gpus_per_node().
   virtual std::size_t node_count() const = 0;
   virtual std::size_t gpus_per_node() const { return 1; }
+  // A rail-optimized network's rails (NIC i of every node on rail i; topologies/fat_tree.cpp), 1 otherwise.
+  virtual std::size_t rails() const { return 1; }
   // The network as a graph of nodes, routers/switches and links (compute node i is graph vertex i).
   virtual NetworkGraph graph() const = 0;
   // Appends to `hops` the route from compute node `src` to compute node `dst` (src != dst), in order.
