@@ -59,8 +59,10 @@ std::vector<simgrid::s4u::Host*> build(std::unique_ptr<Topology> topology)
 // Checks that SimGrid's route between each pair is exactly Topology::route's (the same links in the same
 // order and directions), a path of graph links from a to b with hop_count() links and the graph's latency.
 // A node's route to itself is SimGrid's __loopback__ link, which the graph leaves out.
+// With `shortest` false (a route that detours on purpose, as cross-rail routes through a node's fabric) a route
+// may be longer than hop_count().
 void expect_routes_match(const Topology& topology, const std::vector<simgrid::s4u::Host*>& hosts,
-                         const std::vector<std::pair<std::size_t, std::size_t>>& pairs)
+                         const std::vector<std::pair<std::size_t, std::size_t>>& pairs, bool shortest = true)
 {
   const NetworkGraph graph = topology.graph();
   std::map<std::string, std::size_t> by_name;
@@ -99,7 +101,10 @@ void expect_routes_match(const Topology& topology, const std::vector<simgrid::s4
       graph_latency += edge.latency;
     }
     EXPECT_EQ(at, b);
-    EXPECT_EQ(static_cast<int>(links.size()), graph.hop_count(a, b)) << "route " << a << " -> " << b;
+    if (shortest)
+      EXPECT_EQ(static_cast<int>(links.size()), graph.hop_count(a, b)) << "route " << a << " -> " << b;
+    else
+      EXPECT_GE(static_cast<int>(links.size()), graph.hop_count(a, b)) << "route " << a << " -> " << b;
     EXPECT_NEAR(latency, graph_latency, 1e-15);
   }
 }
@@ -501,6 +506,36 @@ TEST(TopologyDragonfly, Aries16kPresetRoutesEqualSimGridRoutes)
   const auto topology = load({{"file", "platforms/aries_16k.json"}});
   const auto hosts = sparsim::build_platform(*topology);
   expect_routes_match(*topology, hosts, sampled_pairs(hosts.size(), 400));
+}
+
+// The multi-GPU presets (a rail-optimized fat tree; a dragonfly with an NVLink mesh in each node) and the PXN-like
+// cross-rail routes through a node's fabric: SimGrid's routes are route()'s.
+TEST(TopologyMultiGpu, RailH100PresetRoutesEqualSimGridRoutes)
+{
+  engine();
+  const auto topology = load({{"file", "platforms/rail_h100.json"}});
+  const auto hosts = sparsim::build_platform(*topology);
+  ASSERT_EQ(hosts.size(), 4096u);
+  expect_routes_match(*topology, hosts, sampled_pairs(hosts.size(), 400));
+}
+
+TEST(TopologyMultiGpu, SlingshotPresetRoutesEqualSimGridRoutes)
+{
+  engine();
+  const auto topology = load({{"file", "platforms/slingshot.json"}});
+  const auto hosts = sparsim::build_platform(*topology);
+  ASSERT_EQ(hosts.size(), 4096u);
+  expect_routes_match(*topology, hosts, sampled_pairs(hosts.size(), 400));
+}
+
+TEST(TopologyMultiGpu, CrossRailThroughTheFabricRoutesEqualSimGridRoutes)
+{
+  engine();
+  json spec = json::parse(std::ifstream(kConfigs / "platforms" / "rail_h100.json"));
+  spec["node"]["cross_rail"] = "fabric";
+  const auto topology = load(spec);
+  // Across rails the route first crosses the fabric (2 links), so it is longer than the shortest path.
+  expect_routes_match(*topology, sparsim::build_platform(*topology), sampled_pairs(4096, 400), false);
 }
 
 TEST(TopologyFatTree, PresetHas4096Nodes)
