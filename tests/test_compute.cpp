@@ -144,10 +144,80 @@ TEST(Compute, BadTrainingSettingsAreConfigErrors)
       {{{"reduction", "gpu"}}, "compute.reduction"},
       {{{"reduction_bandwidth", "10GBps"}}, "compute.reduction_bandwidth"}, // only with "memory_bandwidth"
       {{{"reduction", "memory_bandwidth"}, {"reduction_bandwidth", "12"}}, "compute.reduction_bandwidth"},
+      {{{"device", "v100"}}, "compute.device"},
+      {{{"precision", "fp8"}}, "compute.precision"},
   };
   for (const auto& c : cases) {
     CliResult run = run_config(star_config("topka", c.compute), "bad_compute");
     EXPECT_EQ(run.exit_code, 2) << c.compute.dump() << "\n" << run.output;
     EXPECT_NE(run.output.find("config error at " + c.path), std::string::npos) << run.output;
   }
+}
+
+// compute.device moves a model table's training step from the table's device (the P100) to another: the
+// compute-bound part by the ratio of arithmetic peaks (fp32, or fp16/bf16 tensor cores under "mixed"), the
+// memory-bound part by the ratio of memory bandwidths (devices.cpp's figures); the P100 keeps the table's own
+// figure exactly, and the device's memory bandwidth becomes the selection kernels' default rate.
+TEST(Compute, DeviceMovesTheModelTablesTrainingStep)
+{
+  struct Case {
+    std::string model;
+    nlohmann::json compute;
+    double expected; // seconds
+    double memory_bandwidth;
+  };
+  const double vgg = table_forward_backward("vgg16");
+  const double lstm = table_forward_backward("lstm_an4");
+  const double lstm_memory = 22.38e-3; // lstm_an4.json's memory_bound
+  const std::vector<Case> cases = {
+      {"vgg16", {{"training", "model"}}, vgg, 732e9},
+      {"vgg16", {{"training", "model"}, {"device", "p100"}}, vgg, 732e9},
+      {"vgg16", {{"training", "model"}, {"device", "h100"}}, vgg * 9.3 / 67, 3350e9},
+      {"vgg16", {{"training", "model"}, {"device", "h100"}, {"precision", "mixed"}}, vgg * 9.3 / 989, 3350e9},
+      {"vgg16", {{"training", "model"}, {"device", "p100"}, {"precision", "mixed"}}, vgg * 9.3 / 18.7, 732e9},
+      {"lstm_an4",
+       {{"training", "model"}, {"device", "a100"}},
+       (lstm - lstm_memory) * 9.3 / 19.5 + lstm_memory * 732 / 1555,
+       1555e9},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.model + " " + c.compute.dump());
+    auto config = star_config("topka", c.compute);
+    config["gradients"] = {{"source", "calibrated"}, {"model", c.model}};
+    CliResult run = run_config(config, "device_step");
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_NEAR(phase_time(run.dir, 1, "compute"), c.expected, 1e-12 * c.expected);
+    const auto manifest = nlohmann::json::parse(read_text(run.dir / "manifest.json"));
+    EXPECT_EQ(manifest["config"]["compute"]["memory_bandwidth_Bps"].get<double>(), c.memory_bandwidth);
+  }
+  EXPECT_EQ(phase_time(run_config(
+                           [&] {
+                             auto config = star_config("topka", {{"training", "model"}});
+                             config["gradients"] = {{"source", "calibrated"}, {"model", "vgg16"}};
+                             return config;
+                           }(),
+                           "device_default")
+                           .dir,
+                       0, "compute"),
+            vgg); // bitwise: the default device is the table's own
+}
+
+// A model table that names no device (a recording's sidecar, a user's table) is charged as it is; asking for
+// a device then is an error rather than a silent non-move.
+TEST(Compute, DeviceWithATableThatNamesNoDeviceIsAConfigError)
+{
+  auto table =
+      nlohmann::json::parse(read_text(std::filesystem::path(SPARSIM_SOURCE_DIR) / "configs" / "models" / "vgg16.json"));
+  table["compute"].erase("device_preset");
+  const auto dir = scratch_dir("device_table");
+  std::ofstream(dir / "table.json") << table.dump();
+  auto config = star_config("topka", {{"training", "model"}, {"device", "h100"}});
+  config["gradients"] = {{"source", "calibrated"}, {"model", (dir / "table.json").string()}};
+  CliResult run = run_config(config, "device_no_preset");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("config error at compute.device"), std::string::npos) << run.output;
+  config["compute"].erase("device");
+  CliResult plain = run_config(config, "device_no_preset_plain");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_DOUBLE_EQ(phase_time(plain.dir, 1, "compute"), table_forward_backward("vgg16"));
 }

@@ -804,26 +804,26 @@ TEST(Replay, SidecarGivesTheTrainingStep)
 {
   const auto dir = scratch_dir("replay-sidecar");
   write_recorded_files(dir, 3, 2, 5);
-  EXPECT_EQ(replay({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2)->forward_backward_time(), std::nullopt);
+  EXPECT_EQ(replay({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2)->training_step().has_value(), false);
   write_sidecar(dir, sidecar_for(3, 2, 5));
   const auto source = replay({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2);
-  ASSERT_TRUE(source->forward_backward_time().has_value());
-  EXPECT_DOUBLE_EQ(*source->forward_backward_time(), 2.5e-3);
+  ASSERT_TRUE(source->training_step().has_value());
+  EXPECT_DOUBLE_EQ(source->training_step()->forward_backward, 2.5e-3);
   EXPECT_EQ(generated(*source, 1, 2, 5), expected_gradient(2, 1, 5));
   // The sidecar is found beside the files, not in the config's folder: a pattern through another folder
   // ("dumps/../dumps/") still names the sidecar's folder.
   EXPECT_TRUE(replay({{"source", "replay"}, {"files", "dumps/../dumps/it{iteration}_rank{rank}.npy"}}, dir, 5, 2)
-                  ->forward_backward_time()
+                  ->training_step()
                   .has_value());
   // A table without a compute object: no training step.
   nlohmann::json no_compute = sidecar_for(3, 2, 5);
   no_compute["model"].erase("compute");
   write_sidecar(dir, no_compute);
-  EXPECT_EQ(replay({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2)->forward_backward_time(), std::nullopt);
+  EXPECT_EQ(replay({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2)->training_step().has_value(), false);
   // Nor without a table.
   no_compute.erase("model");
   write_sidecar(dir, no_compute);
-  EXPECT_EQ(replay({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2)->forward_backward_time(), std::nullopt);
+  EXPECT_EQ(replay({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2)->training_step().has_value(), false);
 }
 
 TEST(Replay, GradientsModelGivesTheTableInsteadOfTheSidecar)
@@ -840,8 +840,8 @@ TEST(Replay, GradientsModelGivesTheTableInsteadOfTheSidecar)
         nlohmann::json{{"source", "replay"}, {"file", "stack.npy"}, {"model", "table.json"}}}) {
     SCOPED_TRACE(gradients.dump());
     const auto source = replay(gradients, dir, 5, 2);
-    ASSERT_TRUE(source->forward_backward_time().has_value());
-    EXPECT_DOUBLE_EQ(*source->forward_backward_time(), 7e-3);
+    ASSERT_TRUE(source->training_step().has_value());
+    EXPECT_DOUBLE_EQ(source->training_step()->forward_backward, 7e-3);
     EXPECT_EQ(source->to_json(), [&] {
       nlohmann::json resolved = gradients;
       resolved["loop"] = true;

@@ -190,12 +190,7 @@ nlohmann::json CalibratedSource::to_json() const
   return json;
 }
 
-std::optional<Seconds> CalibratedSource::forward_backward_time() const
-{
-  if (!training_step_)
-    return std::nullopt;
-  return training_step_->forward_backward;
-}
+std::optional<TrainingStep> CalibratedSource::training_step() const { return training_step_; }
 
 std::shared_ptr<const CalibratedSource::SharedPart> CalibratedSource::shared_part(int iteration, int threads) const
 {

@@ -81,7 +81,7 @@ public:
   nlohmann::json to_json() const override;
   void generate(RankId rank, int iteration, std::span<float> out) const override;
   bool concurrent_generate() const override { return true; } // the shared part is cached under a mutex
-  std::optional<Seconds> forward_backward_time() const override;
+  std::optional<TrainingStep> training_step() const override;
   bool generates_candidates() const override { return magnitude_.has_value(); }
   using GradientSource::candidates;
   void candidates(std::span<const RankId> ranks, int iteration, double floor,

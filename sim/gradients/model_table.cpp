@@ -31,9 +31,13 @@ ModelTable parse_model_table(JsonReader root)
     step.forward_backward = compute.get_duration("forward_backward");
     if (step.forward_backward <= 0)
       compute.fail("forward_backward", step.forward_backward, "a positive duration");
+    step.memory_bound = compute.get_duration("memory_bound", "0s");
+    if (step.memory_bound < 0 || step.memory_bound > step.forward_backward)
+      compute.fail("memory_bound", step.memory_bound, "a duration between 0 and forward_backward");
     step.batch = static_cast<int>(compute.get_int("batch", std::nullopt, 1, 1 << 20));
     compute.get_int("sequence_length", 0, 0, 1 << 20);
     compute.get_string("device");
+    step.device = compute.get_string("device_preset", "");
     compute.get_string("method");
     step.source = compute.get_string("source");
     compute.finish();

@@ -26,6 +26,8 @@ struct ModelLayer {
 // The model's training step on the reference GPU: the table's optional "compute" object (docs/gradients.md).
 struct TrainingStep {
   Seconds forward_backward = 0; // forward + backward pass of one rank's mini-batch
+  Seconds memory_bound = 0;     // the part of it bound by memory bandwidth (the rest by arithmetic)
+  std::string device;           // the device preset it was estimated for (sim/run/devices.hpp), "" if none
   int batch = 0;                // samples in that mini-batch
   std::string source;           // where the figure comes from (a publication, or an estimate's inputs)
 };

@@ -87,11 +87,11 @@ public:
       out["model"] = model_.setting;
     return out;
   }
-  std::optional<Seconds> forward_backward_time() const override
+  std::optional<TrainingStep> training_step() const override
   {
-    if (!model_.table || !model_.table->training_step)
+    if (!model_.table)
       return std::nullopt;
-    return model_.table->training_step->forward_backward;
+    return model_.table->training_step;
   }
   void generate(RankId rank, int iteration, std::span<float> out) const override
   {

@@ -8,6 +8,7 @@
 #include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
 #include "sim/data/sparse.hpp"
+#include "sim/gradients/model_table.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -36,9 +37,9 @@ public:
   // their contributions (sparse U, or the dense sum). Open-loop sources ignore it.
   virtual void apply_update(int /*iteration*/, const SparseVector& /*sum*/, int /*ranks*/) {}
   virtual void apply_dense_update(int /*iteration*/, std::span<const float> /*sum*/, int /*ranks*/) {}
-  // The time of one training step (forward + backward of a rank's mini-batch) of the model behind the
-  // gradients, when the source knows one (calibrated: its model table's "compute" object).
-  virtual std::optional<Seconds> forward_backward_time() const { return std::nullopt; }
+  // One training step (forward + backward of a rank's mini-batch) of the model behind the gradients, when the
+  // source knows one (calibrated: its model table's "compute" object; replay: the sidecar's or gradients.model's).
+  virtual std::optional<TrainingStep> training_step() const { return std::nullopt; }
   // The candidates generation (scale mode; docs/gradients.md): instead of the dense gradient, the entries of
   // a rank's gradient whose magnitude exceeds `floor`, sorted by index, in work proportional to their number,
   // distributed as the dense gradient's entries above the floor. Only sources that say so support it. out[s]

@@ -1,5 +1,7 @@
 #include "sim/run/config.hpp"
 
+#include "sim/run/devices.hpp"
+
 #include "algorithms/registry.hpp"
 #include "sim/base/data_files.hpp"
 #include "sim/network/models/network_model.hpp"
@@ -162,14 +164,19 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
                       "\"memory_bandwidth\" or \"free\": " + config.algorithm->name() +
                           " selects within the collective, where host time is not measured");
   if (config.compute.training == TrainingCharge::model) {
-    const auto step = config.gradients->forward_backward_time();
+    const auto step = config.gradients->training_step();
     if (!step)
       throw ConfigError(
           "compute.training", "\"model\"",
           "a gradient source whose model table gives a training step (gradients.source \"calibrated\", or "
           "\"replay\" with a recording sidecar or gradients.model, whose layer table has a \"compute\" "
           "object), or \"fixed\" with compute.forward_backward");
-    config.compute.forward_backward = *step;
+    const std::vector<std::string> devices = device_preset_names();
+    if (!step->device.empty() && std::find(devices.begin(), devices.end(), step->device) == devices.end())
+      throw ConfigError(
+          "gradients.model", "\"" + step->device + "\"",
+          fmt::format("a model table whose compute.device_preset is one of \"{}\"", fmt::join(devices, "\", \"")));
+    config.compute.forward_backward = resolve_training_step(config.compute, *step);
   }
 
   {

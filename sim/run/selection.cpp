@@ -1,5 +1,7 @@
 #include "sim/run/selection.hpp"
 
+#include "sim/run/devices.hpp"
+
 #include "sim/base/page_faults.hpp"
 #include "sim/data/topk.hpp"
 
@@ -129,6 +131,24 @@ SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_po
   return config;
 }
 
+Seconds resolve_training_step(const ComputeModel& compute, const TrainingStep& step)
+{
+  if (step.device.empty()) {
+    if (compute.device_given)
+      throw ConfigError("compute.device", "\"" + compute.device + "\"",
+                        "no compute.device with this model table: its training step names no device preset to move "
+                        "it from (\"device_preset\" in its \"compute\" object), so it is charged as it is");
+    return step.forward_backward;
+  }
+  if (step.device == compute.device && compute.precision == "fp32")
+    return step.forward_backward;
+  const DevicePreset& from = device_preset(step.device);
+  const DevicePreset& to = device_preset(compute.device);
+  const Seconds compute_bound = step.forward_backward - step.memory_bound;
+  return compute_bound * (device_flops(from, "fp32") / device_flops(to, compute.precision)) +
+         step.memory_bound * (from.memory_bandwidth / to.memory_bandwidth);
+}
+
 Seconds ComputeModel::staging_copy_time(std::uint64_t n) const
 {
   return staging == StagingCharge::pcie ? 4.0 * static_cast<double>(n) / pcie_bandwidth : 0.0;
@@ -136,7 +156,9 @@ Seconds ComputeModel::staging_copy_time(std::uint64_t n) const
 
 nlohmann::json ComputeModel::to_json() const
 {
-  return {{"training", name_of(training, kTrainingChargeNames)},
+  return {{"device", device},
+          {"precision", precision},
+          {"training", name_of(training, kTrainingChargeNames)},
           {"forward_backward_s", forward_backward},
           {"selection", name_of(selection, kSelectionChargeNames)},
           {"memory_bandwidth_Bps", memory_bandwidth},
@@ -151,6 +173,10 @@ nlohmann::json ComputeModel::to_json() const
 ComputeModel parse_compute(JsonReader compute)
 {
   ComputeModel model;
+  model.device_given = compute.has("device");
+  model.device = compute.get_enum("device", device_preset_names(), device_preset_names().front());
+  model.precision = compute.get_enum("precision", {"fp32", "mixed"}, "fp32");
+  const DevicePreset& device = device_preset(model.device);
   model.training = compute.get_enum("training", kTrainingChargeNames, TrainingCharge::none);
   if (model.training == TrainingCharge::fixed) {
     model.forward_backward = compute.get_duration("forward_backward");
@@ -161,7 +187,8 @@ ComputeModel parse_compute(JsonReader compute)
                  "no forward_backward unless compute.training is \"fixed\" (\"model\" takes it from the model table)");
   }
   model.selection = compute.get_enum("selection", kSelectionChargeNames, SelectionCharge::memory_bandwidth);
-  model.memory_bandwidth = compute.get_bandwidth("memory_bandwidth", "732GBps");
+  model.memory_bandwidth =
+      compute.has("memory_bandwidth") ? compute.get_bandwidth("memory_bandwidth") : device.memory_bandwidth;
   model.measured_scale = compute.get_number("measured_scale", 1.0, 0.0, 1e6, true);
   model.staging = compute.get_enum("staging", kStagingChargeNames, StagingCharge::none);
   model.pcie_bandwidth = compute.get_bandwidth("pcie_bandwidth", "12GBps");

@@ -133,10 +133,12 @@ struct SelectionTraffic {
   std::uint64_t bytes_written = 0;
 };
 
-// What a rank's iteration costs outside the network, in simulated time (config "compute"):
+// What a rank's iteration costs outside the network, in simulated time (config "compute"), on `device` (a
+// preset of sim/run/devices.hpp, default the P100):
 // - training: the forward and backward pass that produce the gradient, charged at the start of every
 //   iteration (dense warm-up ones too) as phase "compute": "none" (not at all), "model" (the training step
-//   time of the gradient source's model table, configs/models/), or "fixed" (`forward_backward`);
+//   time of the gradient source's model table, configs/models/, moved from the table's device to `device`
+//   at `precision`: resolve_training_step), or "fixed" (`forward_backward`);
 // - selection (sparse iterations, phase "selection"; also the block top-k a collective that selects within
 //   itself makes from the acc, SparDL): "free"; "memory_bandwidth": the kernel's memory
 //   traffic over a device's memory bandwidth (default: an NVIDIA P100's 732 GB/s HBM2, the Piz Daint GPU,
@@ -165,6 +167,9 @@ inline constexpr EnumNames<ReductionCharge, 2> kReductionChargeNames{
     {{ReductionCharge::free, "free"}, {ReductionCharge::memory_bandwidth, "memory_bandwidth"}}};
 
 struct ComputeModel {
+  std::string device = "p100";    // the GPU (sim/run/devices.hpp): its memory bandwidth is memory_bandwidth's default
+  bool device_given = false;      // compute.device was set (a model table's step then moves to that device)
+  std::string precision = "fp32"; // "fp32" or "mixed": the arithmetic peak a moved training step scales with
   TrainingCharge training = TrainingCharge::none;
   Seconds forward_backward = 0; // charged per iteration (resolved from the model table for "model")
   SelectionCharge selection = SelectionCharge::memory_bandwidth;
@@ -190,8 +195,13 @@ struct ComputeModel {
   nlohmann::json to_json() const;
 };
 // Reads the config's "compute" object; `training = "model"` leaves `forward_backward` to the caller, which
-// knows the gradient source.
+// knows the gradient source (resolve_training_step).
 ComputeModel parse_compute(JsonReader compute);
+// A model table's training step on the compute model's device: the table's own figure on the table's own device
+// at fp32 (its estimates are fp32); else its compute-bound part times the ratio of the two devices' arithmetic
+// peaks (the table's at fp32, the device's at `precision`) and its memory-bound part times the ratio of their
+// memory bandwidths. Throws a ConfigError when the device was set and the table names no device to move from.
+Seconds resolve_training_step(const ComputeModel& compute, const TrainingStep& step);
 
 // One rank's selector; keeps the reused threshold between iterations.
 class LocalSelector {
