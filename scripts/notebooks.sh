@@ -7,7 +7,8 @@
 # (notebook 6, SPARSIM_OKTOPK_DIR), crossover.json into OUT_DIR/crossover and crossover_large.json into
 # OUT_DIR/crossover_large (notebook 7, SPARSIM_CROSSOVER_DIR and SPARSIM_CROSSOVER_LARGE_DIR),
 # reduction.json into OUT_DIR/reduction (notebook 8, SPARSIM_REDUCTION_DIR), network_models.json into
-# OUT_DIR/network_models (notebook 9, SPARSIM_NETWORK_MODELS_DIR).
+# OUT_DIR/network_models (notebook 9, SPARSIM_NETWORK_MODELS_DIR), gpu_clusters.json into OUT_DIR/gpu_clusters
+# (notebook 10, SPARSIM_GPU_CLUSTERS_DIR).
 # A notebook that fails makes this script fail (ctest runs it).
 # Usage: bash scripts/notebooks.sh [OUT_DIR]     (default results/ci_small; SPARSIM overrides the binary,
 #        default ${SPARSIM_BUILD_DIR:-build}/sparsim; the sweep runs on all cores unless SPARSIM_JOBS is set)
@@ -43,6 +44,11 @@ export SPARSIM_REDUCTION_DIR="$out/reduction"
 "$sparsim" sweep configs/studies/ci_small/network_models.json --out "$out/network_models" \
   ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
 export SPARSIM_NETWORK_MODELS_DIR="$out/network_models"
+
+# Sparse allreduces on today's GPU clusters (10_gpu_clusters): P = 8, 16 on Piz Daint and the two GPU presets.
+"$sparsim" sweep configs/studies/ci_small/gpu_clusters.json --out "$out/gpu_clusters" \
+  ${SPARSIM_JOBS:+--jobs "$SPARSIM_JOBS"}
+export SPARSIM_GPU_CLUSTERS_DIR="$out/gpu_clusters"
 
 mkdir -p "$out/notebooks"
 # The CI training run is short (40 iterations at P = 4): its time-to-accuracy tables target 60% and 50%.

@@ -1,0 +1,73 @@
+"""Writes the GPU-cluster study's grid (docs/study-gpu-clusters.md): sweep.json, and the CI version
+../ci_small/gpu_clusters.json.
+
+VGG-16 (calibrated gradients, full size n = 14,728,266, density 2%, the dense residual) on three machines side
+by side, each with its own device: Piz Daint (Aries dragonfly, one P100 per node, fp32), the H100-class
+rail-optimized fat tree (8 H100 per node, NVSwitch, mixed precision) and the Slingshot dragonfly (4 A100 per
+node, NVLink mesh, mixed precision). Every sparse algorithm, the flat dense ring, and on the multi-GPU machines
+the node-aware dense allreduce (ranks_per_node = the machine's GPUs per node). Points are listed explicitly
+(dense_hierarchical's parameter depends on the machine) and ordered by P, so an interrupted sweep (resumed with
+--resume) has the small P complete first.
+Usage: python3 make_sweep.py  (from this folder; rewrites sweep.json and ../ci_small/gpu_clusters.json)
+"""
+import json
+
+MACHINES = [
+    {"topology.file": "../../platforms/piz_daint.json", "compute.device": "p100", "compute.precision": "fp32"},
+    {"topology.file": "../../platforms/rail_h100.json", "compute.device": "h100", "compute.precision": "mixed"},
+    {"topology.file": "../../platforms/slingshot.json", "compute.device": "a100", "compute.precision": "mixed"},
+]
+GPUS_PER_NODE = {"piz_daint": 1, "rail_h100": 8, "slingshot": 4}
+ALGORITHMS = [
+    {"algorithm.name": "dense_ring", "workload.data": "phantom"},
+    {"algorithm.name": "dense_hierarchical", "workload.data": "phantom"},
+    {"algorithm.name": "topka"},
+    {"algorithm.name": "gtopk"},
+    {"algorithm.name": "sparcml_dsar_split_allgather"},
+    {"algorithm.name": "gaussiank"},
+    {"algorithm.name": "oktopk", "algorithm.global_rules": "vgg"},
+]
+
+
+def base(n, iterations):
+    return {
+        "name": "gpu_clusters",
+        "seed": 1,
+        "ranks": 16,
+        "iterations": iterations,
+        "topology": {"file": "../../platforms/piz_daint.json"},
+        "algorithm": {"name": "oktopk"},
+        "workload": {"n": n, "density": 0.02},
+        "gradients": {"source": "calibrated", "model": "vgg16"},
+        "selection": {"rules": "vgg"},
+        "compute": {"training": "model", "selection": "memory_bandwidth"},
+        "simulation": {"verify": False},
+    }
+
+
+def grid(ranks_list):
+    points = []
+    for ranks in ranks_list:
+        for machine in MACHINES:
+            gpus = GPUS_PER_NODE[machine["topology.file"].split("/")[-1][:-5]]
+            for algorithm in ALGORITHMS:
+                if algorithm["algorithm.name"] == "dense_hierarchical":
+                    if gpus == 1:
+                        continue  # one GPU per node: the dense ring
+                    algorithm = dict(algorithm, **{"algorithm.ranks_per_node": gpus})
+                points.append(dict({"ranks": ranks}, **machine, **algorithm))
+    return points
+
+
+def write(path, document):
+    with open(path, "w") as out:
+        json.dump(document, out, indent=1)
+        out.write("\n")
+
+
+# The study: P = 16 and 32, three iterations (the first re-evaluates Ok-Topk's thresholds, the next two reuse them).
+write("sweep.json", {"name": "gpu_clusters", "base": base(14728266, 3), "points": grid([16, 32])})
+# CI: P = 8 and 16 on a 2^20-entry slice of the model, two iterations.
+ci = base(2**20, 2)
+ci["name"] = "ci_gpu_clusters"
+write("../ci_small/gpu_clusters.json", {"name": "ci_gpu_clusters", "base": ci, "points": grid([8, 16])})
