@@ -8,6 +8,7 @@
 #include "sim/base/json_reader.hpp"
 #include "sim/base/units.hpp"
 #include "sim/data/sparse.hpp"
+#include "sim/gradients/model_table.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -39,6 +40,9 @@ public:
   // The time of one training step (forward + backward of a rank's mini-batch) of the model behind the
   // gradients, when the source knows one (calibrated: its model table's "compute" object).
   virtual std::optional<Seconds> forward_backward_time() const { return std::nullopt; }
+  // The model's layers in the gradient, in index order, when the source knows them (calibrated: its table
+  // sized to n; replay: the recording's layer table); empty otherwise.
+  virtual std::vector<LayerRange> layer_ranges() const { return {}; }
   // The candidates generation (scale mode; docs/gradients.md): instead of the dense gradient, the entries of
   // a rank's gradient whose magnitude exceeds `floor`, sorted by index, in work proportional to their number,
   // distributed as the dense gradient's entries above the floor. Only sources that say so support it. out[s]
