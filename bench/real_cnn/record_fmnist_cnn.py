@@ -122,9 +122,8 @@ def record(ranks, args, train, test):
         # The step's global batch (the next slice of one shuffled order, wrapping at the epoch's end), one
         # slice per rank.
         positions = (torch.arange(global_batch) + step * global_batch) % len(images)
-        chosen = order[positions]
-        batches = [(images[chosen[r * args.batch:(r + 1) * args.batch]], labels[chosen[r * args.batch:(r + 1) * args.batch]])
-                   for r in range(ranks)]
+        slices = [order[positions[r * args.batch:(r + 1) * args.batch]] for r in range(ranks)]
+        batches = [(images[chosen], labels[chosen]) for chosen in slices]
         # Every rank's gradient recorded; the update (their mean) applied.
         optimizer.zero_grad(set_to_none=True)
         step_losses = recorder.step(batches, lambda m, b: F.cross_entropy(m(b[0]), b[1]))
