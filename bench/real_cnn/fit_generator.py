@@ -259,11 +259,12 @@ def figure(columns, targets, ranks_list, path):
         ax.axvline(1, color="black", linewidth=0.8)
         ax.set_xscale("log")
         ax.set_yticks(y, [LABELS[k] for k in keys], fontsize=8)
-        ax.invert_yaxis()
         ax.set_title(f"P = {ranks}: statistic / recorded (ResNet on Fashion-MNIST, 1%)")
         ax.set_xlabel("ratio to the recorded gradients (log scale; grey: within 15%)")
-    axes[0][0].legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
+    axes[0][0].invert_yaxis()  # the first statistic on top (the panels share the axis)
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=len(names), fontsize=9)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=110)
 
 
