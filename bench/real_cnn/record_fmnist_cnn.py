@@ -15,8 +15,8 @@ recording P = ranks[0]) as configs/models/resnet_fmnist.json.
         [--ranks 8 16] [--iterations 200] [--batch 32] [--data /usr/share/datasets/fashion-mnist] \\
         [--table configs/models/resnet_fmnist.json]
 
-Disk: n * P * iterations * 2 bytes (P = 8 and 16, 200 iterations: 1.5 and 3.1 GB; about 15 minutes on one core
- of this machine). The images are read from
+Disk: n * P * iterations * 2 bytes (P = 8 and 16, 200 iterations: 1.5 and 3.1 GB; 26 minutes on one core
+of this project's 2-core machine, shared with other work while it ran). The images are read from
 Debian's IDX files (dataset-fashion-mnist) with gzip and NumPy; nothing is downloaded.
 """
 
