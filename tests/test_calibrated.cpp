@@ -154,8 +154,7 @@ TEST(GradientStats, MatchesBruteForceErrorFeedbackLoop)
   options.iterations = 5;
   options.reuse = SelectionConfig{
       .policy = SelectionPolicy::threshold_reuse, .reevaluate_every = 3, .rules = threshold_rules("vgg")};
-  options.output_begin = 100;
-  options.output_end = 150;
+  options.layers = {{"first", "fc", 0, 100, false}, {"out", "fc", 100, 50, true}, {"rest", "conv", 150, 847, false}};
   const GradientStats stats = measure_gradient_stats(source, options);
   ASSERT_EQ(stats.iterations.size(), 5u);
 
@@ -166,7 +165,7 @@ TEST(GradientStats, MatchesBruteForceErrorFeedbackLoop)
   std::vector<std::vector<Index>> previous(P), raw_previous(P);
   std::vector<double> previous_threshold(P, 0);
   std::vector<double> ratios;
-  std::size_t output_hits = 0, total = 0;
+  std::size_t output_hits = 0, total = 0, raw_first_hits = 0;
   for (int t = 0; t < options.warmup + options.iterations; ++t) {
     std::vector<std::vector<Index>> selected(P), raw(P);
     double acc_kurtosis = 0, raw_kurtosis = 0, drift = 0, fit = 0, reuse_mean = 0;
@@ -232,6 +231,7 @@ TEST(GradientStats, MatchesBruteForceErrorFeedbackLoop)
             regions[j] += i >= j * n / P && i < (j + 1) * n / P;
           output_hits += i >= 100 && i < 150;
         }
+        raw_first_hits += std::count_if(raw[r].begin(), raw[r].end(), [](Index i) { return i < 100; });
         total += k;
       }
       EXPECT_NEAR(it.jaccard, jaccard_sum, 1e-12);
@@ -252,6 +252,11 @@ TEST(GradientStats, MatchesBruteForceErrorFeedbackLoop)
   EXPECT_DOUBLE_EQ(stats.reuse_median_ratio, median(ratios));
   EXPECT_DOUBLE_EQ(stats.reuse_max_ratio, *std::max_element(ratios.begin(), ratios.end()));
   EXPECT_NEAR(stats.output_share_ratio, static_cast<double>(output_hits) / total / (50.0 / n), 1e-12);
+  ASSERT_EQ(stats.layer_shares.size(), 3u);
+  EXPECT_NEAR(stats.layer_shares[1], static_cast<double>(output_hits) / total, 1e-12);
+  EXPECT_NEAR(stats.layer_shares[0] + stats.layer_shares[1] + stats.layer_shares[2], 1.0, 1e-12);
+  EXPECT_NEAR(stats.raw_layer_shares[0], static_cast<double>(raw_first_hits) / total, 1e-12);
+  EXPECT_EQ(stats.to_json()["layers"][1]["name"], "out");
 }
 
 TEST(ModelTables, TotalsAndOrderOfTheReferenceModels)
@@ -265,13 +270,22 @@ TEST(ModelTables, TotalsAndOrderOfTheReferenceModels)
   for (const Expected& e :
        {Expected{"vgg16", 14'728'266, "classifier.bias", "classifier.weight"},
         Expected{"lstm_an4", 27'569'568, "fc.0.module.1.weight", "fc.0.module.1.weight"},
-        Expected{"bert_base", 133'547'324, "bert.embeddings.word_embeddings.weight", "cls.seq_relationship.weight"}}) {
+        Expected{"bert_base", 133'547'324, "bert.embeddings.word_embeddings.weight", "cls.seq_relationship.weight"},
+        Expected{"resnet_fmnist", 480'450, "stem.weight", "fc.weight"}}) {
     SCOPED_TRACE(e.model);
     const ModelTable table = read_model_table(model_table_path(e.model, "."));
     EXPECT_EQ(table.total(), e.total);
     const auto flat = flatten_layers(table, table.total(), 0.3, 1.2);
     ASSERT_EQ(flat.size(), table.layers.size());
     EXPECT_EQ(flat.front().name, e.first_flattened);
+    // layer_ranges (a replayed recording's layers) puts them at the same places.
+    const std::vector<LayerRange> ranges = layer_ranges(table);
+    ASSERT_EQ(ranges.size(), flat.size());
+    for (std::size_t l = 0; l < flat.size(); ++l) {
+      EXPECT_EQ(ranges[l].name, flat[l].name);
+      EXPECT_EQ(ranges[l].begin, flat[l].begin);
+      EXPECT_EQ(ranges[l].output, flat[l].output);
+    }
     // At n = total every layer keeps its size, back to back.
     std::uint64_t begin = 0;
     for (const auto& layer : flat) {
@@ -416,12 +430,8 @@ TEST(CalibratedSource, StatisticsMatchRealGradients)
   options.k = n / 100;
   options.warmup = 40; // the residuals start at zero; their build-up takes tens of iterations
   options.iterations = 30;
-  for (const auto& layer : dynamic_cast<const CalibratedSource&>(*source).layers())
-    if (layer.output && layer.size > 0) {
-      options.output_begin = options.output_end == 0 ? layer.begin : std::min(options.output_begin, layer.begin);
-      options.output_end = std::max(options.output_end, layer.begin + layer.size);
-    }
-  ASSERT_GT(options.output_end, options.output_begin);
+  options.layers = source->layer_ranges();
+  ASSERT_EQ(options.layers.size(), dynamic_cast<const CalibratedSource&>(*source).layers().size());
   const GradientStats stats = measure_gradient_stats(*source, options);
   const IterationStats& m = stats.median;
   std::cout << format_gradient_stats(stats);

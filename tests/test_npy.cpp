@@ -810,6 +810,16 @@ TEST(Replay, SidecarGivesTheTrainingStep)
   ASSERT_TRUE(source->training_step().has_value());
   EXPECT_DOUBLE_EQ(source->training_step()->forward_backward, 2.5e-3);
   EXPECT_EQ(generated(*source, 1, 2, 5), expected_gradient(2, 1, 5));
+  // Its layers at their places in the gradient (sparsim stats' per-layer shares).
+  const std::vector<LayerRange> layers = source->layer_ranges();
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_EQ(layers[0].name, "fc.weight");
+  EXPECT_EQ(layers[0].begin, 0u);
+  EXPECT_EQ(layers[0].size, 4u);
+  EXPECT_FALSE(layers[0].output);
+  EXPECT_EQ(layers[1].begin, 4u);
+  EXPECT_EQ(layers[1].kind, "bias");
+  EXPECT_TRUE(layers[1].output);
   // The sidecar is found beside the files, not in the config's folder: a pattern through another folder
   // ("dumps/../dumps/") still names the sidecar's folder.
   EXPECT_TRUE(replay({{"source", "replay"}, {"files", "dumps/../dumps/it{iteration}_rank{rank}.npy"}}, dir, 5, 2)
@@ -824,6 +834,7 @@ TEST(Replay, SidecarGivesTheTrainingStep)
   no_compute.erase("model");
   write_sidecar(dir, no_compute);
   EXPECT_EQ(replay({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2)->training_step().has_value(), false);
+  EXPECT_TRUE(replay({{"source", "replay"}, {"files", kDumps}}, dir, 5, 2)->layer_ranges().empty());
 }
 
 TEST(Replay, GradientsModelGivesTheTableInsteadOfTheSidecar)

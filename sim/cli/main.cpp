@@ -1,7 +1,6 @@
 // The sparsim command line: run, validate, topology, algorithms, stats.
 #include "algorithms/registry.hpp"
 #include "sim/cli/sweep.hpp"
-#include "sim/gradients/calibrated_source.hpp"
 #include "sim/network/models/network_model.hpp"
 #include "sim/output/results.hpp"
 #include "sim/output/trace.hpp"
@@ -57,9 +56,10 @@ usage:
   sparsim topology CONFIG.json [--dot FILE]       describe the platform; --dot writes Graphviz DOT
                                                   (FILE "-" for standard output)
   sparsim algorithms                              list the registered algorithms
-  sparsim stats CONFIG.json [--iterations N] [--warmup N]
+  sparsim stats CONFIG.json [--iterations N] [--warmup N] [--json FILE]
                                                   statistics of the config's gradients under top-k with error
-                                                  feedback (docs/gradients.md); defaults 20 and 50
+                                                  feedback (docs/gradients.md); defaults 20 and 50; --json
+                                                  also writes them, with per-layer shares, to FILE
   sparsim COMMAND --help                          that command's usage
   sparsim --help                                  this text
 
@@ -113,6 +113,7 @@ struct Arguments {
   int trace_iteration = -1; // run: -1 = the last iteration
   int iterations = 20;      // stats
   int warmup = 50;          // stats
+  std::string json;         // stats: the JSON file, empty for none
   bool help = false;        // COMMAND --help
 };
 
@@ -178,6 +179,8 @@ Arguments parse_arguments(int argc, char** argv)
       args.iterations = whole_number(arg, value(arg.c_str()), 1);
     else if (arg == "--warmup" && args.command == "stats")
       args.warmup = whole_number(arg, value(arg.c_str()), 0);
+    else if (arg == "--json" && args.command == "stats")
+      args.json = value("--json");
     else if (!arg.empty() && arg[0] != '-' && args.config.empty())
       args.config = arg;
     else
@@ -352,14 +355,15 @@ int command_stats(const Arguments& args)
   options.reuse = config.selection;
   options.reuse.policy = sparsim::SelectionPolicy::threshold_reuse;
   options.mean_field = config.selection.residual == sparsim::ResidualKind::mean_field;
-  if (const auto* calibrated = dynamic_cast<const sparsim::CalibratedSource*>(config.gradients.get()))
-    for (const auto& layer : calibrated->layers())
-      if (layer.output && layer.size > 0) {
-        options.output_begin = options.output_end == 0 ? layer.begin : std::min(options.output_begin, layer.begin);
-        options.output_end = std::max(options.output_end, layer.begin + layer.size);
-      }
-  fmt::print("{}: {} gradients\n{}", args.config, config.gradients->name(),
-             sparsim::format_gradient_stats(sparsim::measure_gradient_stats(*config.gradients, options)));
+  options.layers = config.gradients->layer_ranges();
+  const sparsim::GradientStats stats = sparsim::measure_gradient_stats(*config.gradients, options);
+  fmt::print("{}: {} gradients\n{}", args.config, config.gradients->name(), sparsim::format_gradient_stats(stats));
+  if (!args.json.empty()) {
+    std::ofstream out(args.json);
+    out << stats.to_json().dump(1) << '\n';
+    if (!out)
+      throw std::runtime_error("cannot write " + args.json);
+  }
   return 0;
 }
 

@@ -183,6 +183,14 @@ CalibratedSource::CalibratedSource(const ModelTable& table, CalibratedParams par
     magnitude_.emplace(params_.noise_tail);
 }
 
+std::vector<LayerRange> CalibratedSource::layer_ranges() const
+{
+  std::vector<LayerRange> ranges;
+  for (const FlatLayer& layer : layers_)
+    ranges.push_back({layer.name, layer.kind, layer.begin, layer.size, layer.output});
+  return ranges;
+}
+
 nlohmann::json CalibratedSource::to_json() const
 {
   nlohmann::json json = params_.to_json();
@@ -429,8 +437,10 @@ std::unique_ptr<GradientSource> make_calibrated_source(JsonReader& gradients, co
   try {
     table = read_model_table(model_table_path(params.model, context.config_dir));
   } catch (const ConfigError& e) {
-    gradients.fail("model", params.model,
-                   fmt::format("\"vgg16\", \"lstm_an4\", \"bert_base\" or a valid layer table file ({})", e.what()));
+    gradients.fail(
+        "model", params.model,
+        fmt::format("\"vgg16\", \"lstm_an4\", \"bert_base\", \"resnet_fmnist\" or a valid layer table file ({})",
+                    e.what()));
   }
   if (context.n > 0xFFFFFFFFull)
     gradients.fail("model", params.model, "workload.n below 2^32 (sparse indices are 32-bit)");

@@ -95,6 +95,7 @@ public:
 
   bool fresh_model(int iteration, int threads, FreshGradientModel& out) const override;
 
+  std::vector<LayerRange> layer_ranges() const override;
   const std::vector<FlatLayer>& layers() const { return layers_; }
   const CalibratedParams& params() const { return params_; }
 

@@ -18,6 +18,19 @@ std::uint64_t ModelTable::total() const
   return sum;
 }
 
+std::vector<LayerRange> layer_ranges(const ModelTable& table)
+{
+  std::vector<LayerRange> ranges;
+  std::uint64_t begin = 0;
+  for (std::size_t j = 0; j < table.layers.size(); ++j) {
+    const ModelLayer& layer =
+        table.flatten_order == "reverse" ? table.layers[table.layers.size() - 1 - j] : table.layers[j];
+    ranges.push_back({layer.name, layer.kind, begin, layer.size, layer.output});
+    begin += layer.size;
+  }
+  return ranges;
+}
+
 ModelTable parse_model_table(JsonReader root)
 {
   ModelTable table;
@@ -87,7 +100,7 @@ ModelTable read_model_table(const std::filesystem::path& file)
 
 std::filesystem::path model_table_path(const std::string& model, const std::filesystem::path& config_dir)
 {
-  if (model == "vgg16" || model == "lstm_an4" || model == "bert_base")
+  if (model == "vgg16" || model == "lstm_an4" || model == "bert_base" || model == "resnet_fmnist")
     return data_dir() / "configs" / "models" / (model + ".json");
   const std::filesystem::path path(model);
   return path.is_absolute() ? path : config_dir / path;

@@ -32,6 +32,15 @@ struct TrainingStep {
   std::string source;           // where the figure comes from (a publication, or an estimate's inputs)
 };
 
+// A layer's place in the flattened gradient: entries [begin, begin + size).
+struct LayerRange {
+  std::string name;
+  std::string kind;
+  std::uint64_t begin = 0;
+  std::uint64_t size = 0;
+  bool output = false;
+};
+
 struct ModelTable {
   std::string name;
   std::string flatten_order; // "reverse" (last registered layer first) or "forward"
@@ -42,9 +51,11 @@ struct ModelTable {
 
 // Reads a layer table from the JSON object `root` (calls root.finish()); errors are ConfigErrors at root's paths.
 ModelTable parse_model_table(JsonReader root);
+// The table's layers in the order its flatten_order puts them in a gradient of total() entries.
+std::vector<LayerRange> layer_ranges(const ModelTable& table);
 // Reads a layer table file; errors are ConfigErrors naming the file and field.
 ModelTable read_model_table(const std::filesystem::path& file);
-// "vgg16", "lstm_an4", "bert_base" name the tables in configs/models/; anything else is a file path,
+// "vgg16", "lstm_an4", "bert_base", "resnet_fmnist" name the tables in configs/models/; anything else is a file path,
 // relative to `config_dir` unless absolute.
 std::filesystem::path model_table_path(const std::string& model, const std::filesystem::path& config_dir);
 

@@ -93,6 +93,10 @@ public:
       return std::nullopt;
     return model_.table->training_step;
   }
+  std::vector<LayerRange> layer_ranges() const override
+  {
+    return model_.table ? sparsim::layer_ranges(*model_.table) : std::vector<LayerRange>{};
+  }
   void generate(RankId rank, int iteration, std::span<float> out) const override
   {
     if (out.size() != n_)
@@ -503,8 +507,10 @@ std::unique_ptr<GradientSource> make_replay_source(JsonReader& gradients, const 
     try {
       settings.model.table = read_model_table(model_table_path(settings.model.setting, context.config_dir));
     } catch (const ConfigError& e) {
-      gradients.fail("model", settings.model.setting,
-                     fmt::format("\"vgg16\", \"lstm_an4\", \"bert_base\" or a valid layer table file ({})", e.what()));
+      gradients.fail(
+          "model", settings.model.setting,
+          fmt::format("\"vgg16\", \"lstm_an4\", \"bert_base\", \"resnet_fmnist\" or a valid layer table file ({})",
+                      e.what()));
     }
     if (settings.model.table->total() != context.n)
       gradients.fail("model", settings.model.setting,

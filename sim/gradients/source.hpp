@@ -40,6 +40,9 @@ public:
   // One training step (forward + backward of a rank's mini-batch) of the model behind the gradients, when the
   // source knows one (calibrated: its model table's "compute" object; replay: the sidecar's or gradients.model's).
   virtual std::optional<TrainingStep> training_step() const { return std::nullopt; }
+  // The model's layers in the gradient, in index order, when the source knows them (calibrated: its table
+  // sized to n; replay: the recording's layer table); empty otherwise.
+  virtual std::vector<LayerRange> layer_ranges() const { return {}; }
   // The candidates generation (scale mode; docs/gradients.md): instead of the dense gradient, the entries of
   // a rank's gradient whose magnitude exceeds `floor`, sorted by index, in work proportional to their number,
   // distributed as the dense gradient's entries above the floor. Only sources that say so support it. out[s]

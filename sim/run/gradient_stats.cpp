@@ -179,7 +179,9 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
   std::vector<SparseVector> selected(P), raw_selected(P), previous, raw_previous;
   std::vector<double> previous_threshold(P, kNaN), raw_previous_threshold(P, kNaN);
   std::vector<double> reuse_ratios, raw_reuse_ratios;
-  std::size_t selected_total = 0, selected_output = 0, raw_total = 0, raw_output = 0;
+  std::size_t selected_total = 0, raw_total = 0;
+  const std::size_t layer_count = options.layers.size();
+  std::vector<std::size_t> layer_hits(layer_count, 0), raw_layer_hits(layer_count, 0); // selections per layer
   // The candidates generation's error feedback: a mean-field residual per loop. Offline a rank's residual gives
   // up everything it selected, so nothing is carried.
   MeanFieldResidual exact_residual(mean_field ? n : 0, P, 0), reuse_residual_model(mean_field ? n : 0, P, 0);
@@ -329,11 +331,14 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
       it.raw_threshold_drift = raw_drift_count ? raw_drift_sum / raw_drift_count : kNaN;
       for (int r = 0; r < P; ++r) {
         raw_total += raw_selected[r].size();
-        raw_output += count_in_range(raw_selected[r], options.output_begin, options.output_end);
-        if (!candidates || mean_field) {
-          selected_total += selected[r].size();
-          selected_output += count_in_range(selected[r], options.output_begin, options.output_end);
+        for (std::size_t l = 0; l < layer_count; ++l) {
+          const LayerRange& layer = options.layers[l];
+          raw_layer_hits[l] += count_in_range(raw_selected[r], layer.begin, layer.begin + layer.size);
+          if (!candidates || mean_field)
+            layer_hits[l] += count_in_range(selected[r], layer.begin, layer.begin + layer.size);
         }
+        if (!candidates || mean_field)
+          selected_total += selected[r].size();
       }
       stats.iterations.push_back(it);
     }
@@ -364,19 +369,41 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
   };
   median_and_max(reuse_ratios, stats.reuse_median_ratio, stats.reuse_max_ratio);
   median_and_max(raw_reuse_ratios, stats.raw_reuse_median_ratio, stats.raw_reuse_max_ratio);
-  const double output_share =
-      static_cast<double>(options.output_end - std::min(options.output_begin, options.output_end)) /
-      static_cast<double>(n);
-  stats.output_share_ratio = output_share > 0 && selected_total > 0
-                                 ? static_cast<double>(selected_output) / selected_total / output_share
-                                 : kNaN;
-  stats.raw_output_share_ratio = output_share > 0 ? static_cast<double>(raw_output) / raw_total / output_share : kNaN;
+  // Per-layer shares of the selections, and the output layers' share over their share of n.
+  auto share = [](std::size_t hits, std::size_t total) {
+    return total > 0 ? static_cast<double>(hits) / static_cast<double>(total) : kNaN;
+  };
+  std::uint64_t output_size = 0;
+  double output_share = 0, raw_output_share = 0;
+  for (std::size_t l = 0; l < layer_count; ++l) {
+    stats.layer_shares.push_back(share(layer_hits[l], selected_total));
+    stats.raw_layer_shares.push_back(share(raw_layer_hits[l], raw_total));
+    if (options.layers[l].output) {
+      output_size += options.layers[l].size;
+      output_share += stats.layer_shares.back();
+      raw_output_share += stats.raw_layer_shares.back();
+    }
+  }
+  const double output_fraction = static_cast<double>(output_size) / static_cast<double>(n);
+  stats.output_share_ratio = output_size > 0 ? output_share / output_fraction : kNaN;
+  stats.raw_output_share_ratio = output_size > 0 ? raw_output_share / output_fraction : kNaN;
   return stats;
 }
 
 nlohmann::json GradientStats::to_json() const
 {
   auto number = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
+  nlohmann::json layers = nlohmann::json::array();
+  for (std::size_t l = 0; l < options.layers.size(); ++l) {
+    const LayerRange& layer = options.layers[l];
+    layers.push_back({{"name", layer.name},
+                      {"kind", layer.kind},
+                      {"begin", layer.begin},
+                      {"size", layer.size},
+                      {"output", layer.output},
+                      {"share", number(layer_shares[l])},
+                      {"raw_share", number(raw_layer_shares[l])}});
+  }
   return {{"ranks", options.ranks},
           {"n", options.n},
           {"k", options.k},
@@ -408,7 +435,8 @@ nlohmann::json GradientStats::to_json() const
            {{"rules", options.reuse.rules.preset},
             {"reevaluate_every", options.reuse.reevaluate_every},
             {"median_ratio", number(reuse_median_ratio)},
-            {"max_ratio", number(reuse_max_ratio)}}}};
+            {"max_ratio", number(reuse_max_ratio)}}},
+          {"layers", layers}};
 }
 
 std::string format_gradient_stats(const GradientStats& stats)

@@ -33,9 +33,9 @@ struct GradientStatsOptions {
   int warmup = 0;      // iterations run before measuring
   SelectionConfig reuse{
       .policy = SelectionPolicy::threshold_reuse, .reevaluate_every = 32, .rules = threshold_rules("vgg")};
-  // The output layer's index range [output_begin, output_end); empty: its share is not measured.
-  std::uint64_t output_begin = 0;
-  std::uint64_t output_end = 0;
+  // The model's layers in the gradient (GradientSource::layer_ranges); empty: no per-layer shares, and no
+  // output layer's share (the layers marked output).
+  std::vector<LayerRange> layers;
   // With the candidates generation: run the error-feedback loops with the mean-field residual (else their
   // figures are NaN).
   bool mean_field = false;
@@ -77,6 +77,10 @@ struct GradientStats {
   double reuse_max_ratio = 0;    // maximum of m_r / k over them
   double output_share_ratio = 0; // output layer's share of all S_r / its share of n (error feedback)
   double raw_output_share_ratio = 0;
+  // Per layer of options.layers: its share of all S_r over the measured iterations (error feedback; NaN
+  // without it), and of the raw gradients' top-k.
+  std::vector<double> layer_shares;
+  std::vector<double> raw_layer_shares;
   double raw_reuse_median_ratio = 0;
   double raw_reuse_max_ratio = 0;
   bool candidates = false; // measured from candidates: the figures that need a dense vector are NaN
