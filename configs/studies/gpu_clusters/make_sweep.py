@@ -7,7 +7,9 @@ rail-optimized fat tree (8 H100 per node, NVSwitch, mixed precision) and the Sli
 node, NVLink mesh, mixed precision). Every sparse algorithm, the flat dense ring, and on the multi-GPU machines
 the node-aware dense allreduce (ranks_per_node = the machine's GPUs per node). Points are listed explicitly
 (dense_hierarchical's parameter depends on the machine) and ordered by P, so an interrupted sweep (resumed with
---resume) has the small P complete first.
+--resume) has the small P complete first. After them, the Slingshot machine again with adaptive routing
+(UGAL-style, as Slingshot routes; it needs the link-level network model): minimal routing puts all traffic
+between two switches of a group on their one link.
 Usage: python3 make_sweep.py  (from this folder; rewrites sweep.json and ../ci_small/gpu_clusters.json)
 """
 import json
@@ -17,6 +19,7 @@ MACHINES = [
     {"topology.file": "../../platforms/rail_h100.json", "compute.device": "h100", "compute.precision": "mixed"},
     {"topology.file": "../../platforms/slingshot.json", "compute.device": "a100", "compute.precision": "mixed"},
 ]
+ADAPTIVE_SLINGSHOT = dict(MACHINES[2], **{"topology.routing": "adaptive", "network.model": "LinkLevel"})
 GPUS_PER_NODE = {"piz_daint": 1, "rail_h100": 8, "slingshot": 4}
 ALGORITHMS = [
     {"algorithm.name": "dense_ring", "workload.data": "phantom"},
@@ -45,10 +48,10 @@ def base(n, iterations):
     }
 
 
-def grid(ranks_list):
+def grid(ranks_list, machines):
     points = []
     for ranks in ranks_list:
-        for machine in MACHINES:
+        for machine in machines:
             gpus = GPUS_PER_NODE[machine["topology.file"].split("/")[-1][:-5]]
             for algorithm in ALGORITHMS:
                 if algorithm["algorithm.name"] == "dense_hierarchical":
@@ -66,8 +69,8 @@ def write(path, document):
 
 
 # The study: P = 16 and 32, three iterations (the first re-evaluates Ok-Topk's thresholds, the next two reuse them).
-write("sweep.json", {"name": "gpu_clusters", "base": base(14728266, 3), "points": grid([16, 32])})
+write("sweep.json", {"name": "gpu_clusters", "base": base(14728266, 3), "points": grid([16, 32], MACHINES) + grid([16, 32], [ADAPTIVE_SLINGSHOT])})
 # CI: P = 8 and 16 on a 2^20-entry slice of the model, two iterations.
 ci = base(2**20, 2)
 ci["name"] = "ci_gpu_clusters"
-write("../ci_small/gpu_clusters.json", {"name": "ci_gpu_clusters", "base": ci, "points": grid([8, 16])})
+write("../ci_small/gpu_clusters.json", {"name": "ci_gpu_clusters", "base": ci, "points": grid([8, 16], MACHINES) + grid([16], [ADAPTIVE_SLINGSHOT])})
