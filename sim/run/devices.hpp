@@ -22,10 +22,10 @@
 namespace sparsim {
 
 struct DevicePreset {
-  std::string name;                // "p100", "a100", "h100"
-  std::string description;         // "NVIDIA Tesla P100 PCIe 16 GB (Piz Daint)"
-  double fp32_flops = 0;           // peak fp32 FLOP/s without tensor cores
-  double mixed_flops = 0;          // peak fp16/bf16 FLOP/s with fp32 accumulation (tensor cores where present)
+  std::string name;                    // "p100", "a100", "h100"
+  std::string description;             // "NVIDIA Tesla P100 PCIe 16 GB (Piz Daint)"
+  double fp32_flops = 0;               // peak fp32 FLOP/s without tensor cores
+  double mixed_flops = 0;              // peak fp16/bf16 FLOP/s with fp32 accumulation (tensor cores where present)
   BytesPerSecond memory_bandwidth = 0; // device memory (HBM)
 };
 
