@@ -24,7 +24,9 @@ cached in the work folder by their config (a rerun replays the same fit from the
         [--fit-ranks 8] [--ranks 8 16] [--mean-field-ranks 8] [--max-evaluations 120] \\
         [--figure docs/figures/real_cnn.png]
 
-writes WORK/fit.json (the fitted parameters and the evaluations) and WORK/table.md, and the figure.
+writes WORK/fit.json (the fitted parameters and the evaluations) and WORK/table.md, and the figure. Needs
+Debian's python3 with NumPy, Matplotlib and SciPy (`apt-get install python3-scipy`; scripts/setup.sh does not
+install SciPy, which only this script uses).
 """
 
 import argparse
