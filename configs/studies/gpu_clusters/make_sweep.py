@@ -9,7 +9,9 @@ the node-aware dense allreduce (ranks_per_node = the machine's GPUs per node). P
 (dense_hierarchical's parameter depends on the machine) and ordered by P, so an interrupted sweep (resumed with
 --resume) has the small P complete first. After them, the Slingshot machine again with adaptive routing
 (UGAL-style, as Slingshot routes; it needs the link-level network model): minimal routing puts all traffic
-between two switches of a group on their one link.
+between two switches of a group on their one link. Then P = 64 for the dense baselines and the three sparse
+algorithms that lead at P = 32 or show the trend (TopkA, gTopk, Ok-Topk), on Piz Daint, the H100 machine and
+Slingshot with adaptive routing (a point of full VGG-16 at P = 64 takes minutes and about 5 GiB).
 Usage: python3 make_sweep.py  (from this folder; rewrites sweep.json and ../ci_small/gpu_clusters.json)
 """
 import json
@@ -30,6 +32,8 @@ ALGORITHMS = [
     {"algorithm.name": "gaussiank"},
     {"algorithm.name": "oktopk", "algorithm.global_rules": "vgg"},
 ]
+LARGE_P_ALGORITHMS = [a for a in ALGORITHMS if a["algorithm.name"] in
+                      ("dense_ring", "dense_hierarchical", "topka", "gtopk", "oktopk")]
 
 
 def base(n, iterations):
@@ -48,12 +52,12 @@ def base(n, iterations):
     }
 
 
-def grid(ranks_list, machines):
+def grid(ranks_list, machines, algorithms=ALGORITHMS):
     points = []
     for ranks in ranks_list:
         for machine in machines:
             gpus = GPUS_PER_NODE[machine["topology.file"].split("/")[-1][:-5]]
-            for algorithm in ALGORITHMS:
+            for algorithm in algorithms:
                 if algorithm["algorithm.name"] == "dense_hierarchical":
                     if gpus == 1:
                         continue  # one GPU per node: the dense ring
@@ -69,7 +73,8 @@ def write(path, document):
 
 
 # The study: P = 16 and 32, three iterations (the first re-evaluates Ok-Topk's thresholds, the next two reuse them).
-write("sweep.json", {"name": "gpu_clusters", "base": base(14728266, 3), "points": grid([16, 32], MACHINES) + grid([16, 32], [ADAPTIVE_SLINGSHOT])})
+write("sweep.json", {"name": "gpu_clusters", "base": base(14728266, 3), "points": grid([16, 32], MACHINES) + grid([16, 32], [ADAPTIVE_SLINGSHOT])
+                                   + grid([64], [MACHINES[0], MACHINES[1], ADAPTIVE_SLINGSHOT], LARGE_P_ALGORITHMS)})
 # CI: P = 8 and 16 on a 2^20-entry slice of the model, two iterations.
 ci = base(2**20, 2)
 ci["name"] = "ci_gpu_clusters"
