@@ -148,11 +148,15 @@ TEST(MultiGpuTopology, CrossRailThroughTheFabricKeepsTheNetworkOnTheDestinations
 
 // ---- Config errors ----------------------------------------------------------------------------------------
 
+// `model` is a network model, or "LinkLevel-simgrid" for the link-level model with ranks as SimGrid actors.
 json run_config_for(const std::string& algorithm, int ranks, const std::string& model = "CM02")
 {
+  json network = {{"model", model}};
+  if (model == "LinkLevel-simgrid")
+    network = {{"model", "LinkLevel"}, {"runtime", "simgrid"}};
   return {{"name", "multi_gpu"},          {"ranks", ranks},
           {"topology", multi_gpu_star()}, {"algorithm", {{"name", algorithm}}},
-          {"workload", {{"n", 4800}}},    {"network", {{"model", model}}}};
+          {"workload", {{"n", 4800}}},    {"network", network}};
 }
 
 std::string error_path(const json& config)
@@ -294,6 +298,7 @@ TEST_P(MultiGpuRun, RingOnTheGpuPresetsMatchesItsClosedForm)
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, MultiGpuRun, ::testing::Values("CM02", "LinkLevel"));
+// SimGrid's flows, the link-level model with ranks as fibers (its default) and as SimGrid actors.
+INSTANTIATE_TEST_SUITE_P(Models, MultiGpuRun, ::testing::Values("CM02", "LinkLevel", "LinkLevel-simgrid"));
 
 } // namespace
