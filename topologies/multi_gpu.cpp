@@ -20,7 +20,8 @@
 // LIMITATIONS
 // - The intra-node switch never limits bandwidth (as the star's crossbar): only the GPUs' links are shared.
 // - A GPU's NIC link and its fabric link do not share anything (no PCIe switch between GPU, NIC and host).
-// - Host staging (copying through host memory before the NIC) is not modelled.
+// - No route goes through host memory: compute.staging charges a copy time per iteration instead.
+// - Building it builds the network's graph once more (to number the fabric's links after the network's).
 #include "topologies/builder.hpp"
 
 #include <fmt/format.h>
