@@ -277,6 +277,22 @@ TEST(TopologyCounts, NodesVerticesAndLinks)
   EXPECT_EQ(dragonfly.edge_count(), 90u + 15 * 3 + 15 * 3 + 10 * 3);
 }
 
+// link_count() is the graph's link count without building it (multi-GPU nodes number their fabric after it).
+TEST(TopologyCounts, LinkCountIsTheGraphsWithoutBuildingIt)
+{
+  json mesh_tree = small_fat_tree_spec();
+  mesh_tree["node"] = {{"gpus", 4}, {"fabric", "mesh"}, {"bandwidth", "100GBps"}, {"latency", "200ns"}};
+  json switch_dragonfly = small_dragonfly_spec();
+  switch_dragonfly["node"] = {{"gpus", 2}, {"bandwidth", "100GBps"}, {"latency", "200ns"}};
+  for (const json& spec : {star_spec(16), small_fat_tree_spec(), small_dragonfly_spec(), mesh_tree, switch_dragonfly,
+                           json{{"file", "platforms/piz_daint.json"}}, json{{"file", "platforms/fat_tree_4096.json"}},
+                           json{{"file", "platforms/rail_h100.json"}}, json{{"file", "platforms/slingshot.json"}}}) {
+    SCOPED_TRACE(spec.dump());
+    const auto topology = load(spec);
+    EXPECT_EQ(topology->link_count(), topology->graph().edge_count());
+  }
+}
+
 TEST(TopologyCounts, PerLevelFiguresReachTheLinks)
 {
   auto expect_levels = [](const NetworkGraph& graph, const std::map<std::string, std::pair<double, double>>& levels) {

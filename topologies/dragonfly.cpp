@@ -251,6 +251,8 @@ public:
   std::string type() const override { return "dragonfly"; }
   std::size_t node_count() const override { return shape_.node_count(); }
 
+  std::size_t link_count() const override { return shape_.link_count(); }
+
   NetworkGraph graph() const override
   {
     const DragonflyShape& s = shape_;

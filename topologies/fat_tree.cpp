@@ -120,6 +120,11 @@ public:
 
   std::string type() const override { return "fat_tree"; }
   std::size_t node_count() const override { return shape_.level_size[0]; }
+  std::size_t link_count() const override
+  {
+    const std::size_t top = shape_.levels - 1;
+    return shape_.link_base[top] + shape_.level_size[top] * shape_.up[top];
+  }
 
   NetworkGraph graph() const override
   {

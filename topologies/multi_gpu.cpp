@@ -21,7 +21,6 @@
 // - The intra-node switch never limits bandwidth (as the star's crossbar): only the GPUs' links are shared.
 // - A GPU's NIC link and its fabric link do not share anything (no PCIe switch between GPU, NIC and host).
 // - No route goes through host memory: compute.staging charges a copy time per iteration instead.
-// - Building it builds the network's graph once more (to number the fabric's links after the network's).
 #include "topologies/builder.hpp"
 
 #include <fmt/format.h>
@@ -38,7 +37,7 @@ public:
       , fabric_(std::move(fabric))
       , link_(link)
       , cross_rail_(std::move(cross_rail))
-      , network_links_(network_->graph().edge_count())
+      , network_links_(network_->link_count())
   {
   }
 
@@ -46,6 +45,11 @@ public:
   std::size_t node_count() const override { return network_->node_count(); }
   std::size_t gpus_per_node() const override { return gpus_; }
   std::size_t rails() const override { return network_->rails(); }
+  std::size_t link_count() const override
+  {
+    const std::size_t nodes = node_count() / gpus_;
+    return network_links_ + nodes * (fabric_ == "switch" ? gpus_ : gpus_ * (gpus_ - 1) / 2);
+  }
 
   NetworkGraph graph() const override
   {

@@ -28,6 +28,7 @@ public:
 
   std::string type() const override { return "star"; }
   std::size_t node_count() const override { return nodes_; }
+  std::size_t link_count() const override { return nodes_; }
 
   NetworkGraph graph() const override
   {

@@ -87,6 +87,8 @@ public:
   virtual std::size_t rails() const { return 1; }
   // The network as a graph of nodes, routers/switches and links (compute node i is graph vertex i).
   virtual NetworkGraph graph() const = 0;
+  // graph().edge_count(), without building the graph.
+  virtual std::size_t link_count() const = 0;
   // Appends to `hops` the route from compute node `src` to compute node `dst` (src != dst), in order.
   // Example, the star of star.cpp (link i is node i's link to the crossbar): route(2, 5) is
   // {link 2 up, link 5 down}, i.e. "node2_crossbar_UP", "node5_crossbar_DOWN" in SimGrid's names.
