@@ -12,8 +12,8 @@ the node-aware dense allreduce (ranks_per_node = the machine's GPUs per node). P
 between two switches of a group on their one link. Then P = 64 for the dense baselines and the three sparse
 algorithms that lead at P = 32 or show the trend (TopkA, gTopk, Ok-Topk), on Piz Daint, the H100 machine and
 Slingshot with adaptive routing (a point of full VGG-16 at P = 64 takes about 80 s and 4 GiB), and last the
-other two sparse algorithms (SparCML's DSAR, Gaussiank) at P = 64; then P = 128 as P = 64 first (about 8 GiB
-a point: run it with --jobs 1 on a 24 GiB machine).
+other two sparse algorithms (SparCML's DSAR, Gaussiank) at P = 64; then P = 128 in the same two steps (about
+8 GiB a point: run it with --jobs 1 on a 24 GiB machine).
 Usage: python3 make_sweep.py  (from this folder; rewrites sweep.json and ../ci_small/gpu_clusters.json)
 """
 import json
@@ -79,7 +79,8 @@ def write(path, document):
 write("sweep.json", {"name": "gpu_clusters", "base": base(14728266, 3), "points": grid([16, 32], MACHINES) + grid([16, 32], [ADAPTIVE_SLINGSHOT])
                                    + grid([64], [MACHINES[0], MACHINES[1], ADAPTIVE_SLINGSHOT], LARGE_P_ALGORITHMS)
                                    + grid([64], [MACHINES[0], MACHINES[1], ADAPTIVE_SLINGSHOT], OTHER_ALGORITHMS)
-                                   + grid([128], [MACHINES[0], MACHINES[1], ADAPTIVE_SLINGSHOT], LARGE_P_ALGORITHMS)})
+                                   + grid([128], [MACHINES[0], MACHINES[1], ADAPTIVE_SLINGSHOT], LARGE_P_ALGORITHMS)
+                                   + grid([128], [MACHINES[0], MACHINES[1], ADAPTIVE_SLINGSHOT], OTHER_ALGORITHMS)})
 # CI: P = 8 and 16 on a 2^20-entry slice of the model, two iterations.
 ci = base(2**20, 2)
 ci["name"] = "ci_gpu_clusters"
