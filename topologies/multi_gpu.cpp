@@ -38,6 +38,8 @@ public:
       , link_(link)
       , cross_rail_(std::move(cross_rail))
       , network_links_(network_->link_count())
+      , switch_fabric_(fabric_ == "switch")
+      , cross_rail_through_fabric_(cross_rail_ == "fabric")
   {
   }
 
@@ -48,7 +50,7 @@ public:
   std::size_t link_count() const override
   {
     const std::size_t nodes = node_count() / gpus_;
-    return network_links_ + nodes * (fabric_ == "switch" ? gpus_ : gpus_ * (gpus_ - 1) / 2);
+    return network_links_ + nodes * (switch_fabric_ ? gpus_ : gpus_ * (gpus_ - 1) / 2);
   }
 
   NetworkGraph graph() const override
@@ -57,7 +59,7 @@ public:
     const std::size_t nodes = node_count() / gpus_;
     for (std::size_t node = 0; node < nodes; ++node) {
       const std::size_t first = node * gpus_;
-      if (fabric_ == "switch") {
+      if (switch_fabric_) {
         // Link network_links_ + g is GPU g's link into its node's switch: routing relies on this numbering.
         const std::size_t fabric_switch = graph.add_router(fmt::format("node{}_switch", node));
         for (std::size_t g = first; g < first + gpus_; ++g)
@@ -121,7 +123,7 @@ private:
   // "cross_rail": "fabric" the GPU of src's node on dst's rail, reached through the fabric (those hops appended).
   std::size_t leave_node_from(std::size_t src, std::size_t dst, HopList& hops) const
   {
-    if (cross_rail_ == "network" || src % gpus_ == dst % gpus_)
+    if (!cross_rail_through_fabric_ || src % gpus_ == dst % gpus_)
       return src;
     const std::size_t relay = src / gpus_ * gpus_ + dst % gpus_;
     route_in_node(src, relay, hops);
@@ -130,7 +132,7 @@ private:
 
   void route_in_node(std::size_t src, std::size_t dst, HopList& hops) const
   {
-    if (fabric_ == "switch") {
+    if (switch_fabric_) {
       hops.push(network_links_ + src, true);
       hops.push(network_links_ + dst, false);
       return;
@@ -156,6 +158,9 @@ private:
   LinkSpec link_;
   std::string cross_rail_;    // "network" or "fabric"
   std::size_t network_links_; // the network's links come first; the intra-node links follow
+  // fabric_ and cross_rail_ as flags, so that routing a message compares no strings.
+  bool switch_fabric_;
+  bool cross_rail_through_fabric_;
 };
 
 } // namespace
