@@ -161,6 +161,46 @@ TEST(MeanField, CandidatesMatchBruteForceOfTheModel)
   }
 }
 
+TEST(MeanField, ThePieceCacheChangesNoCandidate)
+{
+  // A plan keeps the pieces of entries that the ranks together visit often: with 4 ranks only the entries every
+  // rank visits (level 0), with 400 also those visited by 1% of the ranks. The same state and fresh gradient (rows of the
+  // first third possibly absent from a rank's batch) must give every rank the same candidates, bit for bit.
+  const NoiseMagnitude magnitude(kTau);
+  constexpr int kEntries = 3000;
+  constexpr double kTruncation = 1.0, kFloor = 0.9;
+  std::vector<float> mean(kEntries), noise(kEntries);
+  MeanFieldResidual few_ranks(kEntries, 4, 0), many_ranks(kEntries, 400, 0);
+  std::mt19937_64 setup(3);
+  std::uniform_real_distribution<double> uniform;
+  for (int i = 0; i < kEntries; ++i) {
+    mean[i] = static_cast<float>((uniform(setup) - 0.5) * 0.6);
+    noise[i] = static_cast<float>(0.02 + 0.3 * uniform(setup));
+    const MeanFieldResidual::EntryState state{0.2 + 0.7 * uniform(setup), 0.4 * (uniform(setup) - 0.5),
+                                              0.1 + 0.7 * uniform(setup)};
+    few_ranks.set_state(static_cast<Index>(i), state, kTruncation);
+    many_ranks.set_state(static_cast<Index>(i), state, kTruncation);
+  }
+  FreshGradientModel fresh = model_of(mean, noise, magnitude);
+  fresh.row_sparse = {IndexRange{0, kEntries / 3}};
+  fresh.presence = [](Index) { return 0.6; };
+  fresh.present = [](RankId rank, Index i) { return (static_cast<Index>(rank) + i) % 5 < 3; };
+  few_ranks.prepare(fresh, kFloor, 1);
+  many_ranks.prepare(fresh, kFloor, 2);
+  EXPECT_GT(many_ranks.largest_piece_cache(), 4 * few_ranks.largest_piece_cache());
+  std::size_t candidates = 0;
+  for (RankId r = 0; r < 4; ++r) {
+    const RankId rank[] = {r};
+    std::vector<SparseVector> uncached, cached;
+    few_ranks.candidates(fresh, rank, kFloor, uncached);
+    many_ranks.candidates(fresh, rank, kFloor, cached);
+    EXPECT_EQ(uncached[0].indices, cached[0].indices) << "rank " << r;
+    EXPECT_EQ(uncached[0].values, cached[0].values) << "rank " << r;
+    candidates += cached[0].size();
+  }
+  EXPECT_GT(candidates, 4u * 100);
+}
+
 TEST(MeanField, FilterStepMatchesMonteCarlo)
 {
   // One entry: the state after one update against Monte Carlo of acc = R + g conditioned on |acc| <= T': the

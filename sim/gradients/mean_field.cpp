@@ -97,8 +97,9 @@ struct ResidualLaw {
     const double z1 = standard(lo), z2 = standard(hi);
     return between(z1, beyond(z1), density(z1), z2, beyond(z2), density(z2));
   }
-  // R of the nonzero part conditioned on [lo, hi], by the inverse distribution function at u in [0, 1).
-  double draw(double lo, double hi, double u) const
+  // R of the nonzero part (of the law N(centre, spread^2)) conditioned on [lo, hi], by the inverse distribution
+  // function at u in [0, 1).
+  static double draw_between(double centre, double spread, double lo, double hi, double u)
   {
     constexpr double r = std::numbers::sqrt2 / 2;
     const double z1 = (lo - centre) / spread, z2 = (hi - centre) / spread;
@@ -178,6 +179,10 @@ struct Piece {
   double up = 0, down = 0; // fresh: P(X > (floor - m - high) / s), P(X < -(floor + m + low) / s)
   double proposal = 0;     // weight times the probability of the union of the two
 };
+// The most pieces an entry has: the zero atom, one per pair of adjacent edges (the support's two ends and the
+// offsets around +-floor - m), and the two certain parts of an absent row.
+constexpr std::size_t kMostPieces = 1 + (2 * kOffsets.size() + 1) + 2;
+static_assert(kMostPieces <= 255, "a plan counts an entry's pieces in a byte");
 
 // The entry's pieces for `floor`; returns the total proposal Q.
 double entry_pieces(double m, double s, const ResidualLaw& law, bool absent_possible, double floor,
@@ -312,6 +317,35 @@ double level_probability(int level) { return std::exp2(-static_cast<double>(leve
 
 } // namespace
 
+// The proposal of one (iteration, floor), shared by the ranks.
+struct MeanFieldResidual::Plan {
+  int iteration = 0;
+  double floor = 0;
+  std::vector<Index> entries;           // grouped by level, ascending index within one
+  std::vector<float> proposal;          // Q_i beside them
+  std::vector<std::size_t> level_begin; // kLevels + 1 offsets
+  // The pieces of positions [0, cached_end) (the levels the ranks together visit most), as entry_pieces gives
+  // them: position `at` has pieces[piece_begin[at], piece_begin[at + 1]), their proposals also side by side (a
+  // visit reads them all to choose one).
+  std::size_t cached_end = 0;
+  std::vector<std::uint32_t> piece_begin;
+  std::vector<Piece> pieces;
+  std::vector<double> piece_proposals;
+
+  std::span<const Piece> cached_pieces(std::size_t at) const
+  {
+    return {pieces.data() + piece_begin[at], pieces.data() + piece_begin[at + 1]};
+  }
+  std::span<const double> cached_proposals(std::size_t at) const
+  {
+    return {piece_proposals.data() + piece_begin[at], piece_proposals.data() + piece_begin[at + 1]};
+  }
+  std::uint64_t cache_bytes() const
+  {
+    return pieces.size() * (sizeof(Piece) + sizeof(double)) + piece_begin.size() * sizeof(std::uint32_t);
+  }
+};
+
 bool FreshGradientModel::maybe_absent(Index i) const
 {
   return std::any_of(row_sparse.begin(), row_sparse.end(), [&](IndexRange r) { return r.contains(i); });
@@ -349,6 +383,12 @@ void MeanFieldResidual::set_state(Index i, EntryState s, double truncation)
   plans_.clear();
 }
 
+std::uint64_t MeanFieldResidual::largest_piece_cache() const
+{
+  std::lock_guard lock(plan_mutex_);
+  return largest_piece_cache_;
+}
+
 std::size_t MeanFieldResidual::carried_entries() const
 {
   std::size_t total = 0;
@@ -371,6 +411,7 @@ std::shared_ptr<const MeanFieldResidual::Plan> MeanFieldResidual::plan(const Fre
     if (p->floor == floor)
       return p;
   auto built = build_plan(fresh, floor, threads);
+  largest_piece_cache_ = std::max(largest_piece_cache_, built->cache_bytes());
   if (plans_.size() >= 3)
     plans_.erase(plans_.begin());
   plans_.push_back(built);
@@ -383,31 +424,38 @@ std::shared_ptr<const MeanFieldResidual::Plan> MeanFieldResidual::build_plan(con
   auto plan = std::make_shared<Plan>();
   plan->iteration = fresh.iteration;
   plan->floor = floor;
-  // Every entry's total proposal and level, in fixed blocks, then a counting sort by level (blocks in order, so a
-  // level stays in ascending index): the same for any thread count.
+  // Every entry's total proposal, level and number of pieces, in fixed blocks, then a counting sort by level
+  // (blocks in order, so a level stays in ascending index): the same for any thread count.
   constexpr std::size_t kBlock = std::size_t{1} << 16;
   const std::size_t blocks = (n_ + kBlock - 1) / kBlock;
   std::vector<float> proposal(n_);
   std::vector<std::uint16_t> level(n_);
-  std::vector<std::size_t> counts(blocks * kLevels, 0);
+  std::vector<std::uint8_t> piece_count(n_);
+  std::vector<std::size_t> counts(blocks * kLevels, 0), level_pieces(blocks * kLevels, 0);
   const OffsetTails offsets(*fresh.magnitude);
+  auto pieces_of = [&](std::size_t i, std::vector<Edge>& edges, std::vector<Piece>& pieces) {
+    const ResidualLaw law =
+        nonzero_.empty() ? ResidualLaw(0, 0, 0, 0) : ResidualLaw(nonzero_[i], centre_[i], spread_[i], truncation_);
+    return entry_pieces(fresh.mean[i], std::max<double>(fresh.noise[i], 1e-30), law,
+                        fresh.maybe_absent(static_cast<Index>(i)), floor, *fresh.magnitude, offsets, edges, pieces);
+  };
   parallel_blocks(n_, kBlock, threads, [&](std::size_t begin, std::size_t end) {
     std::vector<Edge> edges;
     std::vector<Piece> pieces;
     std::size_t* count = counts.data() + begin / kBlock * kLevels;
+    std::size_t* count_pieces = level_pieces.data() + begin / kBlock * kLevels;
     for (std::size_t i = begin; i < end; ++i) {
-      const auto index = static_cast<Index>(i);
-      const ResidualLaw law =
-          nonzero_.empty() ? ResidualLaw(0, 0, 0, 0) : ResidualLaw(nonzero_[i], centre_[i], spread_[i], truncation_);
-      const double q = entry_pieces(fresh.mean[i], std::max<double>(fresh.noise[i], 1e-30), law,
-                                    fresh.maybe_absent(index), floor, *fresh.magnitude, offsets, edges, pieces);
+      const double q = pieces_of(i, edges, pieces);
       proposal[i] = static_cast<float>(q);
+      piece_count[i] = static_cast<std::uint8_t>(pieces.size());
       level[i] = q < kLeftOut ? std::uint16_t{0xFFFF} : static_cast<std::uint16_t>(level_of(q));
       // The float's rounding may lift Q above its level's probability: one level up then.
       if (level[i] != 0xFFFF && level[i] > 0 && static_cast<double>(proposal[i]) > level_probability(level[i]))
         --level[i];
-      if (level[i] != 0xFFFF)
+      if (level[i] != 0xFFFF) {
         ++count[level[i]];
+        count_pieces[level[i]] += pieces.size();
+      }
     }
   });
   plan->level_begin.assign(kLevels + 1, 0);
@@ -431,6 +479,36 @@ std::shared_ptr<const MeanFieldResidual::Plan> MeanFieldResidual::build_plan(con
         plan->entries[at] = static_cast<Index>(i);
         plan->proposal[at] = proposal[i];
       }
+  });
+  // The cached levels: from the top, those the ranks together visit kCacheVisits times or more per entry, while
+  // their pieces fit piece_cache_bound(n).
+  const double ranks = static_cast<double>(carried_.size());
+  std::uint64_t cache_bytes = 0;
+  for (int l = 0; l < kLevels && ranks * level_probability(l) >= kCacheVisits; ++l) {
+    std::uint64_t pieces = 0;
+    for (std::size_t b = 0; b < blocks; ++b)
+      pieces += level_pieces[b * kLevels + l];
+    const std::uint64_t entries = plan->level_begin[l + 1] - plan->level_begin[l];
+    cache_bytes += pieces * (sizeof(Piece) + sizeof(double)) + entries * sizeof(std::uint32_t);
+    if (cache_bytes > piece_cache_bound(n_))
+      break;
+    plan->cached_end = plan->level_begin[l + 1];
+  }
+  // Their pieces computed again (the first pass kept only Q), in position order.
+  plan->piece_begin.assign(plan->cached_end + 1, 0);
+  for (std::size_t at = 0; at < plan->cached_end; ++at)
+    plan->piece_begin[at + 1] = plan->piece_begin[at] + piece_count[plan->entries[at]];
+  plan->pieces.resize(plan->piece_begin[plan->cached_end]);
+  plan->piece_proposals.resize(plan->pieces.size());
+  parallel_blocks(plan->cached_end, kBlock, threads, [&](std::size_t begin, std::size_t end) {
+    std::vector<Edge> edges;
+    std::vector<Piece> pieces;
+    for (std::size_t at = begin; at < end; ++at) {
+      pieces_of(plan->entries[at], edges, pieces);
+      std::copy(pieces.begin(), pieces.end(), plan->pieces.begin() + plan->piece_begin[at]);
+      std::transform(pieces.begin(), pieces.end(), plan->piece_proposals.begin() + plan->piece_begin[at],
+                     [](const Piece& piece) { return piece.proposal; });
+    }
   });
   return plan;
 }
@@ -466,6 +544,7 @@ void MeanFieldResidual::sample(const Plan& plan, const FreshGradientModel& fresh
   const OffsetTails offsets(noise);
   std::vector<Edge> edges;
   std::vector<Piece> pieces;
+  std::vector<double> proposals;
   const std::uint64_t rank_base =
       mix_coordinates(fresh.streams, static_cast<std::uint64_t>(rank), static_cast<std::uint64_t>(fresh.iteration), 0);
   const SparseVector& carried = carried_[static_cast<std::size_t>(rank)];
@@ -491,17 +570,34 @@ void MeanFieldResidual::sample(const Plan& plan, const FreshGradientModel& fresh
         continue; // thinned from the level's probability to the entry's own proposal
       const double m = fresh.mean[i];
       const double s = std::max<double>(fresh.noise[i], 1e-30);
-      const ResidualLaw law =
-          nonzero_.empty() ? ResidualLaw(0, 0, 0, 0) : ResidualLaw(nonzero_[i], centre_[i], spread_[i], truncation_);
       const bool maybe_absent = fresh.maybe_absent(i);
-      const double total = entry_pieces(m, s, law, maybe_absent, plan.floor, noise, offsets, edges, pieces);
+      // The entry's pieces: the plan's, or computed for this visit (an entry the ranks rarely visit).
+      std::span<const Piece> entry;
+      std::span<const double> entry_proposals;
+      if (at < plan.cached_end) {
+        entry = plan.cached_pieces(at);
+        entry_proposals = plan.cached_proposals(at);
+      } else {
+        const ResidualLaw law =
+            nonzero_.empty() ? ResidualLaw(0, 0, 0, 0) : ResidualLaw(nonzero_[i], centre_[i], spread_[i], truncation_);
+        entry_pieces(m, s, law, maybe_absent, plan.floor, noise, offsets, edges, pieces);
+        proposals.resize(pieces.size());
+        std::transform(pieces.begin(), pieces.end(), proposals.begin(), [](const Piece& p) { return p.proposal; });
+        entry = pieces;
+        entry_proposals = proposals;
+      }
+      double total = 0;
+      for (const double proposal : entry_proposals)
+        total += proposal;
       // The piece, by its share of the proposal.
       double pick = uniform() * total;
       std::size_t p = 0;
-      while (p + 1 < pieces.size() && pick >= pieces[p].proposal)
-        pick -= pieces[p++].proposal;
-      const Piece& piece = pieces[p];
-      const double r = piece.low == piece.high ? 0.0 : law.draw(piece.low, piece.high, uniform());
+      while (p + 1 < entry_proposals.size() && pick >= entry_proposals[p])
+        pick -= entry_proposals[p++];
+      const Piece& piece = entry[p];
+      const double r = piece.low == piece.high
+                           ? 0.0
+                           : ResidualLaw::draw_between(centre_[i], spread_[i], piece.low, piece.high, uniform());
       double acc = r;
       if (piece.fresh) {
         // X from the union of {X > a_up} and {X < -a_down}: a side by its probability, X beyond its edge, and a

@@ -31,6 +31,7 @@
 #include "sim/gradients/candidate_sampler.hpp"
 #include "sim/gradients/noise_magnitude.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -88,9 +89,21 @@ public:
   std::uint64_t carried_evicted() const { return evicted_; }
   std::size_t largest_carried() const { return largest_; } // the largest store offered to carry(), before the cap
   std::size_t carried_cap() const { return cap_; }
+  // The largest piece cache a plan held (bytes): the pieces of the entries most ranks visit, kept so that a
+  // visit does not recompute them.
+  std::uint64_t largest_piece_cache() const;
   // Bytes per entry of the shared state, and per carried entry.
   static constexpr std::uint64_t kStateBytesPerEntry = 12;
   static constexpr std::uint64_t kCarriedBytesPerEntry = 8;
+  // A plan keeps the pieces of the entries the ranks together visit kCacheVisits times or more (expected), the
+  // most visited first, in at most piece_cache_bound(n) bytes.
+  static constexpr double kCacheVisits = 4;
+  static constexpr std::uint64_t kPieceCacheBytesPerEntry = 512;
+  static constexpr std::uint64_t kPieceCacheBytesMost = std::uint64_t{512} << 20;
+  static std::uint64_t piece_cache_bound(std::uint64_t n)
+  {
+    return std::min(kPieceCacheBytesMost, kPieceCacheBytesPerEntry * n);
+  }
   // acc outgrows the fresh gradient: an exact top-k's candidates floor is kept at least at this share of the
   // ranks' lowest last threshold (the fresh gradient's floor would draw several times the candidates needed).
   static constexpr double kTopKFloorShare = 0.75;
@@ -107,13 +120,8 @@ public:
   void set_state(Index i, EntryState s, double truncation); // tests
 
 private:
-  struct Plan {
-    int iteration = 0;
-    double floor = 0;
-    std::vector<Index> entries;           // grouped by level, ascending index within one
-    std::vector<float> proposal;          // Q_i beside them
-    std::vector<std::size_t> level_begin; // kLevels + 1 offsets
-  };
+  // One iteration's proposal for one floor, shared by the ranks (defined in mean_field.cpp).
+  struct Plan;
   std::shared_ptr<const Plan> plan(const FreshGradientModel& fresh, double floor, int threads) const;
   std::shared_ptr<const Plan> build_plan(const FreshGradientModel& fresh, double floor, int threads) const;
   void sample(const Plan& plan, const FreshGradientModel& fresh, RankId rank, SparseVector& out) const;
@@ -129,6 +137,7 @@ private:
   std::size_t largest_ = 0;
   mutable std::mutex plan_mutex_;
   mutable std::vector<std::shared_ptr<const Plan>> plans_;
+  mutable std::uint64_t largest_piece_cache_ = 0; // under plan_mutex_
 };
 
 // The standard normal quantile Phi^-1(p), p in (0, 1), to about 1e-15 relative.

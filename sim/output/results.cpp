@@ -206,7 +206,8 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
     manifest["mean_field"] = {{"state_bytes", output.mean_field->state_bytes},
                               {"carried_cap_entries_per_rank", output.mean_field->carried_cap},
                               {"carried_largest_store", output.mean_field->carried_largest},
-                              {"carried_evicted_entries", output.mean_field->carried_evicted}};
+                              {"carried_evicted_entries", output.mean_field->carried_evicted},
+                              {"piece_cache_bytes_largest", output.mean_field->piece_cache_largest}};
   // Every file is complete under its temporary name before any is published, so the folder holds a mix of
   // old and new files only for the renames. The manifest vouches for the others: the old one goes
   // first, the new one is published last.

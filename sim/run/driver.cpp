@@ -176,7 +176,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   if (const MeanFieldResidual* model = selection_stage ? selection_stage->mean_field() : nullptr)
     out.mean_field =
         RunOutput::MeanFieldMemory{MeanFieldResidual::kStateBytesPerEntry * config.workload.n, model->carried_cap(),
-                                   model->largest_carried(), model->carried_evicted()};
+                                   model->largest_carried(), model->carried_evicted(), model->largest_piece_cache()};
   if (options.trace_iteration >= 0)
     out.trace = {options.trace_iteration, world.phases().names(), world.trace().take()};
   out.wall_time = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();

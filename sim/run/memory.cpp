@@ -1,5 +1,6 @@
 #include "sim/run/memory.hpp"
 
+#include "sim/gradients/mean_field.hpp"
 #include "sim/run/rank_loop.hpp"
 #include "sim/run/run_output.hpp"
 
@@ -36,6 +37,8 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
       // every rank's carried store up to its cap (an index and a value per entry).
       add("mean-field state and plans (34 n bytes)", 34 * n);
       add("carried stores (P * carried_cap * k pairs at most)", P * config.selection.carried_cap * k * 8);
+      add("mean-field piece cache (512 n bytes, 512 MiB at most)",
+          static_cast<double>(MeanFieldResidual::piece_cache_bound(config.workload.n)));
     }
     if (config.gradients->generates_candidates()) {
       // The iteration's mean and noise (2 n floats) and the candidate plan (an index, a mean and a noise per

@@ -88,7 +88,7 @@ struct RunOutput {
   // selection.residual "mean_field": the shared state's bytes, and its carried stores (entries per rank at most,
   // the largest store offered, the entries evicted beyond the cap over the run).
   struct MeanFieldMemory {
-    std::uint64_t state_bytes = 0, carried_cap = 0, carried_largest = 0, carried_evicted = 0;
+    std::uint64_t state_bytes = 0, carried_cap = 0, carried_largest = 0, carried_evicted = 0, piece_cache_largest = 0;
   };
   std::optional<MeanFieldMemory> mean_field;
 };
