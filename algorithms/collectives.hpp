@@ -1,12 +1,13 @@
-// Small building blocks several algorithms share: allgathers of per-rank payloads and an allreduce of a
-// few integers. Each is written as its steps; the caller wraps it in a phase. (Reductions charged by
-// construction and the exchange in waves: algorithms/steps.hpp; folding onto a power of two:
-// algorithms/power_of_two.hpp.)
+// Small building blocks several algorithms share: allgathers of per-rank payloads, the dense ring's
+// reduce-scatter and allgather over a group of ranks, and an allreduce of a few integers. Each is written as its steps;
+// the caller wraps it in a phase. (Reductions charged by construction and the exchange in waves: algorithms/steps.hpp;
+// folding onto a power of two: algorithms/power_of_two.hpp.)
 #pragma once
 
 #include "algorithms/power_of_two.hpp"
 #include "algorithms/steps.hpp"
 #include "sim/comm/communicator.hpp"
+#include "sim/data/dense.hpp"
 #include "sim/data/wire.hpp"
 
 #include <memory>
@@ -72,6 +73,51 @@ Gathered<T> bruck_allgather(Communicator& comm, std::shared_ptr<const T> mine, T
 template <class T> Gathered<T> bruck_allgather(Communicator& comm, std::shared_ptr<const T> mine, Tag tag_base)
 {
   return bruck_allgather(comm, std::move(mine), tag_base, RankGroup::all(comm));
+}
+
+// A slice [begin, end) of a dense vector, cut into `parts` near-equal blocks (block b taken mod parts).
+struct DenseRange {
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+  DenseRange part(int parts, int b) const
+  {
+    b = ((b % parts) + parts) % parts;
+    return {begin + block_begin(end - begin, parts, b), begin + block_begin(end - begin, parts, b + 1)};
+  }
+};
+
+// Ring reduce-scatter of `range` among the members of `group`: in step s member m sends its partial sum of part
+// (m - s) to member m + 1 and adds part (m - s - 1) arriving from member m - 1; member m ends with the group's
+// sum of part (m + 1) mod M. M-1 steps; tags tag_base .. tag_base + M - 2.
+inline void dense_ring_reduce_scatter(Communicator& comm, DenseVector& data, DenseRange range, const RankGroup& group,
+                                      Tag tag_base)
+{
+  const int M = group.size;
+  const int m = group.index_of(comm.rank());
+  for (int step = 0; step < M - 1; ++step) {
+    const DenseRange send = range.part(M, m - step);
+    const DenseRange recv = range.part(M, m - step - 1);
+    auto incoming = comm.sendrecv(group.member((m + 1) % M), extract_block(data, send.begin, send.end),
+                                  group.member((m - 1 + M) % M), tag_base + step);
+    add_received(comm, data, recv.begin, *incoming);
+  }
+}
+
+// Ring allgather of `range` among the members of `group`, member m holding part (m + 1) mod M: in step s it
+// passes part (m + 1 - s) on and overwrites part (m - s) with what arrives; afterwards every member holds every
+// part. M-1 steps; tags tag_base .. tag_base + M - 2.
+inline void dense_ring_allgather(Communicator& comm, DenseVector& data, DenseRange range, const RankGroup& group,
+                                 Tag tag_base)
+{
+  const int M = group.size;
+  const int m = group.index_of(comm.rank());
+  for (int step = 0; step < M - 1; ++step) {
+    const DenseRange send = range.part(M, m + 1 - step);
+    const DenseRange recv = range.part(M, m - step);
+    auto incoming = comm.sendrecv(group.member((m + 1) % M), extract_block(data, send.begin, send.end),
+                                  group.member((m - 1 + M) % M), tag_base + step);
+    overwrite_block(data, recv.begin, *incoming);
+  }
 }
 
 // How allreduce_sum exchanges the vector among the power of two of ranks left after the fold.

@@ -21,47 +21,6 @@
 namespace sparsim {
 namespace {
 
-// A slice [begin, end) of the vector cut into `parts` near-equal sub-blocks.
-struct Range {
-  std::uint64_t begin = 0;
-  std::uint64_t end = 0;
-  Range part(int parts, int b) const
-  {
-    b = ((b % parts) + parts) % parts;
-    return {begin + block_begin(end - begin, parts, b), begin + block_begin(end - begin, parts, b + 1)};
-  }
-};
-
-// Ring reduce-scatter of `range` among the members of `group`: member m ends with the group's sum of part
-// (m + 1) mod M. M-1 steps; tags tag_base .. tag_base + M - 2.
-void dense_ring_reduce_scatter(Communicator& comm, DenseVector& data, Range range, const RankGroup& group, Tag tag_base)
-{
-  const int M = group.size;
-  const int m = group.index_of(comm.rank());
-  for (int step = 0; step < M - 1; ++step) {
-    const Range send = range.part(M, m - step);
-    const Range recv = range.part(M, m - step - 1);
-    auto incoming = comm.sendrecv(group.member((m + 1) % M), extract_block(data, send.begin, send.end),
-                                  group.member((m - 1 + M) % M), tag_base + step);
-    add_received(comm, data, recv.begin, *incoming);
-  }
-}
-
-// Ring allgather of `range` among the members of `group`, member m holding part (m + 1) mod M: afterwards
-// every member holds every part. M-1 steps; tags tag_base .. tag_base + M - 2.
-void dense_ring_allgather(Communicator& comm, DenseVector& data, Range range, const RankGroup& group, Tag tag_base)
-{
-  const int M = group.size;
-  const int m = group.index_of(comm.rank());
-  for (int step = 0; step < M - 1; ++step) {
-    const Range send = range.part(M, m + 1 - step);
-    const Range recv = range.part(M, m - step);
-    auto incoming = comm.sendrecv(group.member((m + 1) % M), extract_block(data, send.begin, send.end),
-                                  group.member((m - 1 + M) % M), tag_base + step);
-    overwrite_block(data, recv.begin, *incoming);
-  }
-}
-
 class DenseHierarchical final : public DenseAllreduce {
 public:
   static constexpr std::string_view kName = "dense_hierarchical";
@@ -112,8 +71,8 @@ public:
     const int r = comm.rank();
     const RankGroup node{.base = r / G * G, .stride = 1, .size = G};
     const RankGroup rail{.base = r % G, .stride = G, .size = N};
-    const Range whole{0, data.length};
-    const Range my_block = whole.part(G, node.index_of(r) + 1);
+    const DenseRange whole{0, data.length};
+    const DenseRange my_block = whole.part(G, node.index_of(r) + 1);
     const Tag P = static_cast<Tag>(comm.size());
 
     // Phase 1: the node's sum of this GPU's block, over the intra-node fabric.

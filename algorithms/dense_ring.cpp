@@ -6,8 +6,8 @@
 // holds the full sum of block (r + 1) mod P. The allgather then passes the reduced blocks around the ring
 // in P-1 more steps. Cost: 2(P-1) alpha + 2 (n/P)(P-1) w beta with w bytes per value.
 #include "algorithms/algorithm.hpp"
+#include "algorithms/collectives.hpp"
 #include "algorithms/registry.hpp"
-#include "algorithms/steps.hpp"
 
 #include <fmt/format.h>
 
@@ -36,35 +36,20 @@ public:
   void allreduce(Communicator& comm, DenseVector& data) const override
   {
     const int P = comm.size();
-    const int r = comm.rank();
     if (P == 1)
       return;
-    const RankId right = (r + 1) % P;
-    const RankId left = (r - 1 + P) % P;
-    auto block = [&](int b) {
-      b = ((b % P) + P) % P;
-      return std::pair{block_begin(data.length, P, b), block_begin(data.length, P, b + 1)};
-    };
+    const RankGroup ring = RankGroup::all(comm);
+    const DenseRange whole{0, data.length};
 
     // Phase 1, reduce-scatter: pass partial sums to the right, add what arrives from the left.
     {
       auto scope = comm.phase("reduce_scatter");
-      for (int step = 0; step < P - 1; ++step) {
-        auto [send_begin, send_end] = block(r - step);
-        auto [recv_begin, recv_end] = block(r - step - 1);
-        auto incoming = comm.sendrecv(right, extract_block(data, send_begin, send_end), left, step);
-        add_received(comm, data, recv_begin, *incoming);
-      }
+      dense_ring_reduce_scatter(comm, data, whole, ring, 0);
     }
     // Phase 2, allgather: pass the reduced blocks around the ring, overwriting the stale copies.
     {
       auto scope = comm.phase("allgather");
-      for (int step = 0; step < P - 1; ++step) {
-        auto [send_begin, send_end] = block(r + 1 - step);
-        auto [recv_begin, recv_end] = block(r - step);
-        auto incoming = comm.sendrecv(right, extract_block(data, send_begin, send_end), left, P + step);
-        overwrite_block(data, recv_begin, *incoming);
-      }
+      dense_ring_allgather(comm, data, whole, ring, static_cast<Tag>(P));
     }
   }
 };

@@ -164,8 +164,8 @@ TEST(MeanField, CandidatesMatchBruteForceOfTheModel)
 TEST(MeanField, ThePieceCacheChangesNoCandidate)
 {
   // A plan keeps the pieces of entries that the ranks together visit often: with 4 ranks only the entries every
-  // rank visits (level 0), with 400 also those visited by 1% of the ranks. The same state and fresh gradient (rows of the
-  // first third possibly absent from a rank's batch) must give every rank the same candidates, bit for bit.
+  // rank visits (level 0), with 400 also those visited by 1% of the ranks. The same state and fresh gradient (rows of
+  // the first third possibly absent from a rank's batch) must give every rank the same candidates, bit for bit.
   const NoiseMagnitude magnitude(kTau);
   constexpr int kEntries = 3000;
   constexpr double kTruncation = 1.0, kFloor = 0.9;
