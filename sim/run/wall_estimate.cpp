@@ -57,6 +57,15 @@ Seconds seconds_per_entry(const ExperimentConfig& config)
   return config.selection.residual == ResidualKind::dense ? 3e-9 : 1e-9;
 }
 
+// A rank's mean-field draws per k (one thread): 1 us up to P = 256, then down in log2 P to 0.45 us at P = 1024,
+// held beyond (measured at P = 64, 256 and 1024, n = 2^18; docs/benchmarks.md).
+Seconds mean_field_seconds_per_draw(int ranks)
+{
+  constexpr double kFew = 1e-6, kMany = 0.45e-6;
+  const double t = std::clamp((std::log2(ranks) - 8.0) / 2.0, 0.0, 1.0);
+  return kFew + t * (kMany - kFew);
+}
+
 } // namespace
 
 WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads, const NetworkModel& model)
@@ -85,10 +94,13 @@ WallEstimate estimate_wall_time(const ExperimentConfig& config, int threads, con
   if (config.gradients->generates_candidates()) {
     // Per iteration: the shared part and plan on one thread (about 200 ns per entry, n = 2^24: 3.4 s), then
     // about 80 ns per candidate and rank (1.02 k of them for an exact top-k) over the threads (docs/benchmarks.md).
-    // The mean-field residual: its plan and update about 2.7 us per entry, its draws about 9 us per k and rank,
-    // both over the threads (docs/benchmarks.md, "The mean-field residual").
+    // The mean-field residual: its plan and update about 2.3 us per entry, its draws about 1 us per k and rank up
+    // to P = 256 and 0.45 us at P = 1024 (more ranks visit the entries whose pieces the plan keeps), both over
+    // the threads (docs/benchmarks.md, "The plan's piece cache").
     if (config.selection.residual == ResidualKind::mean_field)
-      estimate.selection_stage = sparse_iterations * (n * 200e-9 + (n * 2.7e-6 + config.ranks * k * 9e-6) / usable);
+      estimate.selection_stage =
+          sparse_iterations *
+          (n * 200e-9 + (n * 2.3e-6 + config.ranks * k * mean_field_seconds_per_draw(config.ranks)) / usable);
     else
       estimate.selection_stage = sparse_iterations * (n * 200e-9 + config.ranks * 1.02 * k * 80e-9 / usable);
     return estimate;
