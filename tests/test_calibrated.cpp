@@ -137,6 +137,10 @@ TEST(GradientStats, MedianAndNormalQuantile)
   EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
   EXPECT_DOUBLE_EQ(median({std::nan(""), 4, 1}), 2.5);
   EXPECT_TRUE(std::isnan(median({})));
+  EXPECT_DOUBLE_EQ(quantile({5, 1, 4, 2, 3, 6, 7, 8, 9, 10}, 0.9), 10.0); // position floor(9.0) = 9
+  EXPECT_DOUBLE_EQ(quantile({5, 1, 4, 2, 3, 6, 7, 8, 9}, 0.9), 9.0);      // position floor(8.1) = 8
+  EXPECT_DOUBLE_EQ(quantile({std::nan(""), 2, 1}, 0.5), 2.0);
+  EXPECT_TRUE(std::isnan(quantile({}, 0.9)));
   EXPECT_NEAR(normal_two_sided_quantile(0.05), 1.959963984540054, 1e-12);
   EXPECT_NEAR(normal_two_sided_quantile(0.01), 2.5758293035489004, 1e-12);
   EXPECT_NEAR(normal_two_sided_quantile(1.0), 0.0, 1e-12);
@@ -164,10 +168,11 @@ TEST(GradientStats, MatchesBruteForceErrorFeedbackLoop)
   std::vector<LocalSelector> selectors(P, LocalSelector(options.reuse));
   std::vector<std::vector<Index>> previous(P), raw_previous(P);
   std::vector<double> previous_threshold(P, 0);
-  std::vector<double> ratios;
+  std::vector<double> ratios, reuse_only_ratios;
   std::size_t output_hits = 0, total = 0, raw_first_hits = 0;
   for (int t = 0; t < options.warmup + options.iterations; ++t) {
     std::vector<std::vector<Index>> selected(P), raw(P);
+    std::vector<std::uint64_t> reuse_counts;
     double acc_kurtosis = 0, raw_kurtosis = 0, drift = 0, fit = 0, reuse_mean = 0;
     for (int r = 0; r < P; ++r) {
       std::vector<float> g(n);
@@ -201,8 +206,12 @@ TEST(GradientStats, MatchesBruteForceErrorFeedbackLoop)
       const SparseVector reused = selectors[r].select(reuse_residual[r], k, t, traffic);
       for (Index i : reused.indices)
         reuse_residual[r][i] = 0;
-      if (t >= options.warmup)
+      if (t >= options.warmup) {
         ratios.push_back(static_cast<double>(reused.size()) / k);
+        if (t % 3 != 0) // re-evaluated every 3 iterations: an exact top-k
+          reuse_only_ratios.push_back(static_cast<double>(reused.size()) / k);
+      }
+      reuse_counts.push_back(reused.size());
       reuse_mean += static_cast<double>(reused.size()) / k / P;
     }
     if (t >= options.warmup) {
@@ -245,12 +254,37 @@ TEST(GradientStats, MatchesBruteForceErrorFeedbackLoop)
       EXPECT_NEAR(it.threshold_drift, drift, 1e-12);
       EXPECT_NEAR(it.gaussian_fit_ratio, fit, 1e-12);
       EXPECT_NEAR(it.reuse_mean_ratio, reuse_mean, 1e-12);
+      EXPECT_EQ(it.reevaluation, t % 3 == 0);
+      EXPECT_EQ(it.reuse_selected, reuse_counts);
     }
     previous = selected;
     raw_previous = raw;
   }
   EXPECT_DOUBLE_EQ(stats.reuse_median_ratio, median(ratios));
   EXPECT_DOUBLE_EQ(stats.reuse_max_ratio, *std::max_element(ratios.begin(), ratios.end()));
+  // The 90th percentile: the value at position floor(0.9 N) of the N sorted ratios (N = 15: position 13).
+  ASSERT_EQ(ratios.size(), 15u);
+  std::vector<double> sorted = ratios;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_DOUBLE_EQ(stats.reuse_p90_ratio, sorted[13]);
+  // The reuse iterations only: measured t = 2..6, re-evaluated at 3 and 6, so t = 2, 4, 5 (9 ratios).
+  ASSERT_EQ(reuse_only_ratios.size(), 9u);
+  EXPECT_DOUBLE_EQ(stats.reuse_only_median_ratio, median(reuse_only_ratios));
+  EXPECT_DOUBLE_EQ(stats.reuse_only_max_ratio, *std::max_element(reuse_only_ratios.begin(), reuse_only_ratios.end()));
+  sorted = reuse_only_ratios;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_DOUBLE_EQ(stats.reuse_only_p90_ratio, sorted[8]);
+  const nlohmann::json json = stats.to_json(true);
+  EXPECT_DOUBLE_EQ(json["threshold_reuse"]["p90_ratio"].get<double>(), stats.reuse_p90_ratio);
+  EXPECT_DOUBLE_EQ(json["threshold_reuse"]["reuse_iterations"]["median_ratio"].get<double>(),
+                   stats.reuse_only_median_ratio);
+  ASSERT_EQ(json["per_iteration"].size(), 5u);
+  EXPECT_EQ(json["per_iteration"][1]["iteration"], 3);
+  EXPECT_EQ(json["per_iteration"][1]["reevaluation"], true);
+  EXPECT_DOUBLE_EQ(json["per_iteration"][2]["jaccard"].get<double>(), stats.iterations[2].jaccard);
+  EXPECT_EQ(json["per_iteration"][4]["reuse_selected"].get<std::vector<std::uint64_t>>(),
+            stats.iterations[4].reuse_selected);
+  EXPECT_FALSE(stats.to_json().contains("per_iteration"));
   EXPECT_NEAR(stats.output_share_ratio, static_cast<double>(output_hits) / total / (50.0 / n), 1e-12);
   ASSERT_EQ(stats.layer_shares.size(), 3u);
   EXPECT_NEAR(stats.layer_shares[1], static_cast<double>(output_hits) / total, 1e-12);

@@ -406,4 +406,13 @@ TEST(MeanFieldStats, ErrorFeedbackFiguresMatchTheDenseResidual)
   within("threshold change", model.median.threshold_drift, dense.median.threshold_drift, 0.20);
   within("m / k under reuse, median", model.reuse_median_ratio, dense.reuse_median_ratio, 0.10);
   within("m / k under reuse, maximum", model.reuse_max_ratio, dense.reuse_max_ratio, 0.15);
+  within("m / k under reuse, 90th percentile", model.reuse_p90_ratio, dense.reuse_p90_ratio, 0.15);
+  within("m / k in the reuse iterations, median", model.reuse_only_median_ratio, dense.reuse_only_median_ratio, 0.10);
+  // Both loops record every rank's count in every measured iteration, and re-evaluate at the same iterations.
+  ASSERT_EQ(model.iterations.size(), dense.iterations.size());
+  for (std::size_t i = 0; i < model.iterations.size(); ++i) {
+    EXPECT_EQ(model.iterations[i].reuse_selected.size(), 8u);
+    EXPECT_EQ(model.iterations[i].reevaluation, dense.iterations[i].reevaluation);
+    EXPECT_EQ(model.iterations[i].reevaluation, model.iterations[i].iteration % 8 == 0);
+  }
 }

@@ -56,10 +56,11 @@ usage:
   sparsim topology CONFIG.json [--dot FILE]       describe the platform; --dot writes Graphviz DOT
                                                   (FILE "-" for standard output)
   sparsim algorithms                              list the registered algorithms
-  sparsim stats CONFIG.json [--iterations N] [--warmup N] [--json FILE]
+  sparsim stats CONFIG.json [--iterations N] [--warmup N] [--json FILE [--per-iteration]]
                                                   statistics of the config's gradients under top-k with error
                                                   feedback (docs/gradients.md); defaults 20 and 50; --json
-                                                  also writes them, with per-layer shares, to FILE
+                                                  also writes them, with per-layer shares, to FILE, and with
+                                                  --per-iteration each measured iteration's figures
   sparsim COMMAND --help                          that command's usage
   sparsim --help                                  this text
 
@@ -107,14 +108,15 @@ struct Arguments {
   bool emit_slurm = false;
   bool gather = false;
   bool quiet = false;
-  int threads = 0;          // run: 0 = all cores
-  double time_limit = 0;    // run: wall-clock seconds, 0 = none
-  std::string trace;        // run: the trace file, empty for none
-  int trace_iteration = -1; // run: -1 = the last iteration
-  int iterations = 20;      // stats
-  int warmup = 50;          // stats
-  std::string json;         // stats: the JSON file, empty for none
-  bool help = false;        // COMMAND --help
+  int threads = 0;            // run: 0 = all cores
+  double time_limit = 0;      // run: wall-clock seconds, 0 = none
+  std::string trace;          // run: the trace file, empty for none
+  int trace_iteration = -1;   // run: -1 = the last iteration
+  int iterations = 20;        // stats
+  int warmup = 50;            // stats
+  std::string json;           // stats: the JSON file, empty for none
+  bool per_iteration = false; // stats: the JSON file also has each measured iteration's figures
+  bool help = false;          // COMMAND --help
 };
 
 // The value of a whole-number flag, at least `minimum`.
@@ -181,6 +183,8 @@ Arguments parse_arguments(int argc, char** argv)
       args.warmup = whole_number(arg, value(arg.c_str()), 0);
     else if (arg == "--json" && args.command == "stats")
       args.json = value("--json");
+    else if (arg == "--per-iteration" && args.command == "stats")
+      args.per_iteration = true;
     else if (!arg.empty() && arg[0] != '-' && args.config.empty())
       args.config = arg;
     else
@@ -190,6 +194,8 @@ Arguments parse_arguments(int argc, char** argv)
       args.command == "run" || args.command == "validate" || args.command == "topology" || args.command == "stats";
   if (needs_config && args.config.empty())
     throw UsageError(fmt::format("\"{}\" needs a CONFIG.json", args.command));
+  if (args.per_iteration && args.json.empty())
+    throw UsageError("--per-iteration goes with --json FILE");
   if (args.trace_iteration >= 0 && args.trace.empty())
     throw UsageError("--trace-iteration goes with --trace FILE.json");
   if (args.command == "sweep") {
@@ -360,7 +366,7 @@ int command_stats(const Arguments& args)
   fmt::print("{}: {} gradients\n{}", args.config, config.gradients->name(), sparsim::format_gradient_stats(stats));
   if (!args.json.empty()) {
     std::ofstream out(args.json);
-    out << stats.to_json().dump(1) << '\n';
+    out << stats.to_json(args.per_iteration).dump(1) << '\n';
     if (!out)
       throw std::runtime_error("cannot write " + args.json);
   }

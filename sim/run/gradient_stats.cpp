@@ -156,6 +156,16 @@ double median(std::vector<double> values)
   return values.size() % 2 ? values[half] : (values[half - 1] + values[half]) / 2;
 }
 
+double quantile(std::vector<double> values, double q)
+{
+  std::erase_if(values, [](double v) { return std::isnan(v); });
+  if (values.empty())
+    return kNaN;
+  std::sort(values.begin(), values.end());
+  const auto position = static_cast<std::size_t>(q * static_cast<double>(values.size()));
+  return values[std::min(position, values.size() - 1)];
+}
+
 GradientStats measure_gradient_stats(const GradientSource& source, const GradientStatsOptions& options)
 {
   const int P = options.ranks;
@@ -178,7 +188,7 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
   std::vector<LocalSelector> raw_selectors(P, LocalSelector(options.reuse));
   std::vector<SparseVector> selected(P), raw_selected(P), previous, raw_previous;
   std::vector<double> previous_threshold(P, kNaN), raw_previous_threshold(P, kNaN);
-  std::vector<double> reuse_ratios, raw_reuse_ratios;
+  std::vector<double> reuse_ratios, raw_reuse_ratios, reuse_only_ratios;
   std::size_t selected_total = 0, raw_total = 0;
   const std::size_t layer_count = options.layers.size();
   std::vector<std::size_t> layer_hits(layer_count, 0), raw_layer_hits(layer_count, 0); // selections per layer
@@ -194,6 +204,7 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
     const bool raw_needed = t + 1 >= options.warmup; // the raw selection of the iteration before the first one
     IterationStats it;
     it.iteration = t;
+    it.reevaluation = !selectors.front().reuse_threshold(t).has_value(); // the same for every rank
     double drift_sum = 0, raw_drift_sum = 0;
     int drift_count = 0, raw_drift_count = 0;
     // Candidates: one floor for the iteration, below every raw threshold reused and leaving k for a top-k.
@@ -294,6 +305,9 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
       if (measured) {
         const double ratio = static_cast<double>(reused.size()) / static_cast<double>(k);
         reuse_ratios.push_back(ratio);
+        if (!it.reevaluation)
+          reuse_only_ratios.push_back(ratio);
+        it.reuse_selected.push_back(reused.size());
         it.reuse_mean_ratio += ratio / P;
         it.reuse_max_ratio = std::max(it.reuse_max_ratio, ratio);
       }
@@ -368,6 +382,9 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
     max_ratio = ratios.empty() ? kNaN : *std::max_element(ratios.begin(), ratios.end());
   };
   median_and_max(reuse_ratios, stats.reuse_median_ratio, stats.reuse_max_ratio);
+  median_and_max(reuse_only_ratios, stats.reuse_only_median_ratio, stats.reuse_only_max_ratio);
+  stats.reuse_p90_ratio = quantile(reuse_ratios, 0.9);
+  stats.reuse_only_p90_ratio = quantile(reuse_only_ratios, 0.9);
   median_and_max(raw_reuse_ratios, stats.raw_reuse_median_ratio, stats.raw_reuse_max_ratio);
   // Per-layer shares of the selections, and the output layers' share over their share of n.
   auto share = [](std::size_t hits, std::size_t total) {
@@ -390,7 +407,7 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
   return stats;
 }
 
-nlohmann::json GradientStats::to_json() const
+nlohmann::json GradientStats::to_json(bool per_iteration) const
 {
   auto number = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
   nlohmann::json layers = nlohmann::json::array();
@@ -404,39 +421,72 @@ nlohmann::json GradientStats::to_json() const
                       {"share", number(layer_shares[l])},
                       {"raw_share", number(raw_layer_shares[l])}});
   }
-  return {{"ranks", options.ranks},
-          {"n", options.n},
-          {"k", options.k},
-          {"iterations", options.iterations},
-          {"warmup", options.warmup},
-          {"generation", candidates ? "candidates" : "dense"},
-          {"error_feedback",
-           {{"jaccard", number(median.jaccard)},
-            {"union_ratio", number(median.union_ratio)},
-            {"overlap_previous", number(median.overlap_previous)},
-            {"region_imbalance", number(median.region_imbalance)},
-            {"acc_kurtosis", number(median.acc_kurtosis)},
-            {"threshold_drift", number(median.threshold_drift)},
-            {"gaussian_fit_ratio", number(median.gaussian_fit_ratio)},
-            {"selected_kurtosis", number(median.selected_kurtosis)},
-            {"output_share_ratio", number(output_share_ratio)}}},
-          {"raw",
-           {{"kurtosis", number(median.raw_kurtosis)},
-            {"jaccard", number(median.raw_jaccard)},
-            {"overlap_previous", number(median.raw_overlap_previous)},
-            {"union_ratio", number(median.raw_union_ratio)},
-            {"region_imbalance", number(median.raw_region_imbalance)},
-            {"selected_kurtosis", number(median.raw_selected_kurtosis)},
-            {"threshold_drift", number(median.raw_threshold_drift)},
-            {"reuse_median_ratio", number(raw_reuse_median_ratio)},
-            {"reuse_max_ratio", number(raw_reuse_max_ratio)},
-            {"output_share_ratio", number(raw_output_share_ratio)}}},
-          {"threshold_reuse",
-           {{"rules", options.reuse.rules.preset},
-            {"reevaluate_every", options.reuse.reevaluate_every},
-            {"median_ratio", number(reuse_median_ratio)},
-            {"max_ratio", number(reuse_max_ratio)}}},
-          {"layers", layers}};
+  nlohmann::json result = {{"ranks", options.ranks},
+                           {"n", options.n},
+                           {"k", options.k},
+                           {"iterations", options.iterations},
+                           {"warmup", options.warmup},
+                           {"generation", candidates ? "candidates" : "dense"},
+                           {"error_feedback",
+                            {{"jaccard", number(median.jaccard)},
+                             {"union_ratio", number(median.union_ratio)},
+                             {"overlap_previous", number(median.overlap_previous)},
+                             {"region_imbalance", number(median.region_imbalance)},
+                             {"acc_kurtosis", number(median.acc_kurtosis)},
+                             {"threshold_drift", number(median.threshold_drift)},
+                             {"gaussian_fit_ratio", number(median.gaussian_fit_ratio)},
+                             {"selected_kurtosis", number(median.selected_kurtosis)},
+                             {"output_share_ratio", number(output_share_ratio)}}},
+                           {"raw",
+                            {{"kurtosis", number(median.raw_kurtosis)},
+                             {"jaccard", number(median.raw_jaccard)},
+                             {"overlap_previous", number(median.raw_overlap_previous)},
+                             {"union_ratio", number(median.raw_union_ratio)},
+                             {"region_imbalance", number(median.raw_region_imbalance)},
+                             {"selected_kurtosis", number(median.raw_selected_kurtosis)},
+                             {"threshold_drift", number(median.raw_threshold_drift)},
+                             {"reuse_median_ratio", number(raw_reuse_median_ratio)},
+                             {"reuse_max_ratio", number(raw_reuse_max_ratio)},
+                             {"output_share_ratio", number(raw_output_share_ratio)}}},
+                           {"threshold_reuse",
+                            {{"rules", options.reuse.rules.preset},
+                             {"reevaluate_every", options.reuse.reevaluate_every},
+                             {"median_ratio", number(reuse_median_ratio)},
+                             {"max_ratio", number(reuse_max_ratio)},
+                             {"p90_ratio", number(reuse_p90_ratio)},
+                             {"reuse_iterations",
+                              {{"median_ratio", number(reuse_only_median_ratio)},
+                               {"p90_ratio", number(reuse_only_p90_ratio)},
+                               {"max_ratio", number(reuse_only_max_ratio)}}}}},
+                           {"layers", layers}};
+  if (per_iteration) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const IterationStats& it : iterations)
+      rows.push_back({{"iteration", it.iteration},
+                      {"reevaluation", it.reevaluation},
+                      {"jaccard", number(it.jaccard)},
+                      {"union_ratio", number(it.union_ratio)},
+                      {"overlap_previous", number(it.overlap_previous)},
+                      {"region_imbalance", number(it.region_imbalance)},
+                      {"acc_kurtosis", number(it.acc_kurtosis)},
+                      {"threshold_drift", number(it.threshold_drift)},
+                      {"gaussian_fit_ratio", number(it.gaussian_fit_ratio)},
+                      {"selected_kurtosis", number(it.selected_kurtosis)},
+                      {"raw_kurtosis", number(it.raw_kurtosis)},
+                      {"raw_jaccard", number(it.raw_jaccard)},
+                      {"raw_overlap_previous", number(it.raw_overlap_previous)},
+                      {"raw_union_ratio", number(it.raw_union_ratio)},
+                      {"raw_region_imbalance", number(it.raw_region_imbalance)},
+                      {"raw_selected_kurtosis", number(it.raw_selected_kurtosis)},
+                      {"raw_threshold_drift", number(it.raw_threshold_drift)},
+                      {"raw_reuse_mean_ratio", number(it.raw_reuse_mean_ratio)},
+                      {"raw_reuse_max_ratio", number(it.raw_reuse_max_ratio)},
+                      {"reuse_mean_ratio", number(it.reuse_mean_ratio)},
+                      {"reuse_max_ratio", number(it.reuse_max_ratio)},
+                      {"reuse_selected", it.reuse_selected}});
+    result["per_iteration"] = std::move(rows);
+  }
+  return result;
 }
 
 std::string format_gradient_stats(const GradientStats& stats)
@@ -479,6 +529,10 @@ std::string format_gradient_stats(const GradientStats& stats)
                       o.reuse.rules.preset, o.reuse.reevaluate_every);
   line("selected m / k, median over ranks and iterations", stats.reuse_median_ratio, "about 0.55");
   line("selected m / k, maximum", stats.reuse_max_ratio, "about 1.6");
+  line("selected m / k, 90th percentile", stats.reuse_p90_ratio, "-");
+  line("reuse iterations only: m / k, median", stats.reuse_only_median_ratio, "-");
+  line("reuse iterations only: m / k, 90th percentile", stats.reuse_only_p90_ratio, "-");
+  line("reuse iterations only: m / k, maximum", stats.reuse_only_max_ratio, "-");
   return text;
 }
 

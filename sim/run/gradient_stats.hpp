@@ -45,6 +45,7 @@ struct GradientStatsOptions {
 // very first one) are NaN.
 struct IterationStats {
   int iteration = 0;
+  bool reevaluation = false; // the threshold-reuse loops select an exact top-k (no threshold to reuse)
   // Error feedback, exact top-k.
   double jaccard = 0;            // |S_r n S_s| / |S_r u S_s|, mean over rank pairs r < s
   double union_ratio = 0;        // |union of S_r| / (P k)
@@ -67,6 +68,8 @@ struct IterationStats {
   // Threshold reuse with error feedback: m_r / k, mean and max over ranks.
   double reuse_mean_ratio = 0;
   double reuse_max_ratio = 0;
+  // Threshold reuse with error feedback: each rank's count m_r (empty when that loop does not run).
+  std::vector<std::uint64_t> reuse_selected;
 };
 
 struct GradientStats {
@@ -75,6 +78,11 @@ struct GradientStats {
   IterationStats median;         // median over the measured iterations of every figure (NaNs skipped)
   double reuse_median_ratio = 0; // median of m_r / k over all measured (rank, iteration) pairs
   double reuse_max_ratio = 0;    // maximum of m_r / k over them
+  double reuse_p90_ratio = 0;    // their 90th percentile: the value at position floor(0.9 N) of the N sorted
+  // The same three over the reuse iterations only (re-evaluations, an exact top-k of k entries, left out).
+  double reuse_only_median_ratio = 0;
+  double reuse_only_p90_ratio = 0;
+  double reuse_only_max_ratio = 0;
   double output_share_ratio = 0; // output layer's share of all S_r / its share of n (error feedback)
   double raw_output_share_ratio = 0;
   // Per layer of options.layers: its share of all S_r over the measured iterations (error feedback; NaN
@@ -84,7 +92,8 @@ struct GradientStats {
   double raw_reuse_median_ratio = 0;
   double raw_reuse_max_ratio = 0;
   bool candidates = false; // measured from candidates: the figures that need a dense vector are NaN
-  nlohmann::json to_json() const;
+  // With `per_iteration`, also each measured iteration's figures ("per_iteration", with the ranks' m_r).
+  nlohmann::json to_json(bool per_iteration = false) const;
 };
 
 GradientStats measure_gradient_stats(const GradientSource& source, const GradientStatsOptions& options);
@@ -102,5 +111,7 @@ double region_imbalance(const std::vector<SparseVector>& selections, std::uint64
 double kurtosis(std::span<const float> x);
 // Median of the non-NaN values (mean of the two middle ones for an even count); NaN when there are none.
 double median(std::vector<double> values);
+// The value at position floor(q N) (at most N - 1) of the N sorted non-NaN values; NaN when there are none.
+double quantile(std::vector<double> values, double q);
 
 } // namespace sparsim
