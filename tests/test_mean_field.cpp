@@ -416,3 +416,26 @@ TEST(MeanFieldStats, ErrorFeedbackFiguresMatchTheDenseResidual)
     EXPECT_EQ(model.iterations[i].reevaluation, model.iterations[i].iteration % 8 == 0);
   }
 }
+
+TEST(MeanFieldStats, SameFiguresForAnyThreadCount)
+{
+  // The mean-field loops' plan, update and the ranks' draws run over options.threads; every figure, and every
+  // rank's count in every iteration, must be the same for one thread and for three.
+  const std::uint64_t n = 1 << 14;
+  nlohmann::json spec = {{"source", "calibrated"}, {"model", "lstm_an4"}, {"generation", "candidates"}};
+  const auto source =
+      parse_gradient_source(JsonReader(spec, "gradients"), GradientContext{2, n, 7, SPARSIM_SOURCE_DIR});
+  GradientStatsOptions options;
+  options.ranks = 7;
+  options.n = n;
+  options.k = n / 50;
+  options.warmup = 3;
+  options.iterations = 6;
+  options.reuse.reevaluate_every = 4;
+  options.mean_field = true;
+  const nlohmann::json one = measure_gradient_stats(*source, options).to_json(true);
+  options.threads = 3;
+  const nlohmann::json three = measure_gradient_stats(*source, options).to_json(true);
+  EXPECT_EQ(one.dump(), three.dump());
+  EXPECT_FALSE(one["iterations"].empty());
+}

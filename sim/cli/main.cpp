@@ -13,6 +13,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <fstream>
@@ -56,11 +57,13 @@ usage:
   sparsim topology CONFIG.json [--dot FILE]       describe the platform; --dot writes Graphviz DOT
                                                   (FILE "-" for standard output)
   sparsim algorithms                              list the registered algorithms
-  sparsim stats CONFIG.json [--iterations N] [--warmup N] [--json FILE [--per-iteration]]
+  sparsim stats CONFIG.json [--iterations N] [--warmup N] [--json FILE [--per-iteration]] [--threads N]
                                                   statistics of the config's gradients under top-k with error
                                                   feedback (docs/gradients.md); defaults 20 and 50; --json
                                                   also writes them, with per-layer shares, to FILE, and with
-                                                  --per-iteration each measured iteration's figures
+                                                  --per-iteration each measured iteration's figures; N host
+                                                  threads for the mean-field residual (default: all cores;
+                                                  the figures do not depend on N)
   sparsim COMMAND --help                          that command's usage
   sparsim --help                                  this text
 
@@ -169,7 +172,7 @@ Arguments parse_arguments(int argc, char** argv)
         throw UsageError(fmt::format(
             "--time-limit takes a positive duration such as \"90s\", \"30min\" or \"2h\", not \"{}\"", text));
       args.time_limit = *limit;
-    } else if (arg == "--threads" && (args.command == "run" || args.command == "sweep"))
+    } else if (arg == "--threads" && (args.command == "run" || args.command == "sweep" || args.command == "stats"))
       args.threads = whole_number(arg, value("--threads"), 1);
     else if (arg == "--trace" && args.command == "run")
       args.trace = value("--trace");
@@ -362,13 +365,18 @@ int command_stats(const Arguments& args)
   options.reuse.policy = sparsim::SelectionPolicy::threshold_reuse;
   options.mean_field = config.selection.residual == sparsim::ResidualKind::mean_field;
   options.layers = config.gradients->layer_ranges();
+  options.threads = args.threads > 0 ? args.threads : sparsim::machine_cores();
   const sparsim::GradientStats stats = sparsim::measure_gradient_stats(*config.gradients, options);
   fmt::print("{}: {} gradients\n{}", args.config, config.gradients->name(), sparsim::format_gradient_stats(stats));
-  if (!args.json.empty()) {
-    std::ofstream out(args.json);
-    out << stats.to_json(args.per_iteration).dump(1) << '\n';
-    if (!out)
-      throw std::runtime_error("cannot write " + args.json);
+  if (!args.json.empty()) { // complete under a temporary name, then renamed: never a half-written file
+    const std::string temporary = args.json + ".partial";
+    {
+      std::ofstream out(temporary);
+      out << stats.to_json(args.per_iteration).dump(1) << '\n';
+      if (!out.flush())
+        throw std::runtime_error("cannot write " + args.json);
+    }
+    std::filesystem::rename(temporary, args.json);
   }
   return 0;
 }

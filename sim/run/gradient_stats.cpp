@@ -1,5 +1,7 @@
 #include "sim/run/gradient_stats.hpp"
 
+#include "sim/base/parallel.hpp"
+
 #include "sim/data/topk.hpp"
 #include "sim/gradients/mean_field.hpp"
 
@@ -197,6 +199,22 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
   MeanFieldResidual exact_residual(mean_field ? n : 0, P, 0), reuse_residual_model(mean_field ? n : 0, P, 0);
   std::vector<RankId> all_ranks(static_cast<std::size_t>(P));
   std::iota(all_ranks.begin(), all_ranks.end(), 0);
+  // The ranks' mean-field candidates, consecutive ranks per thread (each rank's draw is its own: the same for any
+  // thread count).
+  const int threads = std::max(1, std::min(options.threads, P));
+  auto draw_over_threads = [&](const MeanFieldResidual& residual, const FreshGradientModel& fresh, double floor,
+                               const std::vector<std::uint64_t>& needed, std::vector<SparseVector>& out) {
+    out.assign(static_cast<std::size_t>(P), SparseVector{});
+    parallel_blocks(static_cast<std::size_t>(P), (static_cast<std::size_t>(P) + threads - 1) / threads, threads,
+                    [&](std::size_t begin, std::size_t end) {
+                      std::vector<SparseVector> drawn;
+                      const std::span<const RankId> ranks(all_ranks.data() + begin, end - begin);
+                      residual.candidates_at_least(fresh, ranks, floor,
+                                                   std::span<const std::uint64_t>(needed.data() + begin, end - begin),
+                                                   drawn);
+                      std::move(drawn.begin(), drawn.end(), out.begin() + static_cast<std::ptrdiff_t>(begin));
+                    });
+  };
 
   const int last = options.warmup + options.iterations;
   for (int t = 0; t < last; ++t) {
@@ -216,12 +234,12 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
     FreshGradientModel fresh;
     std::vector<double> reuse_thresholds;
     if (mean_field) { // acc = residual + gradient under each loop's mean-field residual
-      if (!source.fresh_model(t, 1, fresh))
+      if (!source.fresh_model(t, threads, fresh))
         throw std::invalid_argument("measure_gradient_stats: the mean-field residual needs a fresh-gradient model");
       const double exact_floor = std::max(MeanFieldResidual::top_k_floor_at_least(previous_threshold),
                                           candidate_floor_for_top_k(source, t, k, 1));
-      exact_residual.candidates_at_least(fresh, all_ranks, exact_floor, std::vector<std::uint64_t>(P, k),
-                                         exact_candidates);
+      exact_residual.prepare(fresh, exact_floor, threads);
+      draw_over_threads(exact_residual, fresh, exact_floor, std::vector<std::uint64_t>(P, k), exact_candidates);
       std::vector<std::uint64_t> needed;
       for (const LocalSelector& selector : selectors) {
         needed.push_back(selector.reuse_threshold(t) ? 0 : k);
@@ -229,7 +247,8 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
       }
       const double reuse_floor =
           candidate_floor(source, selectors, t, k, false, 1, MeanFieldResidual::top_k_floor_at_least(reuse_thresholds));
-      reuse_residual_model.candidates_at_least(fresh, all_ranks, reuse_floor, needed, reuse_candidates);
+      reuse_residual_model.prepare(fresh, reuse_floor, threads);
+      draw_over_threads(reuse_residual_model, fresh, reuse_floor, needed, reuse_candidates);
     }
     for (int r = 0; r < P; ++r) {
       SparseVector rank_candidates;
@@ -314,11 +333,11 @@ GradientStats measure_gradient_stats(const GradientSource& source, const Gradien
     }
 
     if (mean_field) { // both residuals move on: what stayed below the ranks' median threshold
-      exact_residual.update(fresh, MeanFieldResidual::truncation_of(previous_threshold), 1);
+      exact_residual.update(fresh, MeanFieldResidual::truncation_of(previous_threshold), threads);
       std::vector<double> thresholds;
       for (const LocalSelector& selector : selectors)
         thresholds.push_back(selector.threshold());
-      reuse_residual_model.update(fresh, MeanFieldResidual::truncation_of(thresholds), 1);
+      reuse_residual_model.update(fresh, MeanFieldResidual::truncation_of(thresholds), threads);
     }
     if (measured) {
       if (candidates) // no whole acc or gradient to take the kurtosis of, nor to fit a normal to

@@ -39,6 +39,8 @@ struct GradientStatsOptions {
   // With the candidates generation: run the error-feedback loops with the mean-field residual (else their
   // figures are NaN).
   bool mean_field = false;
+  // Host threads for the mean-field residual's plan, update and the ranks' draws (the figures do not depend on it).
+  int threads = 1;
 };
 
 // The figures of one measured iteration. Undefined values (e.g. overlap with a previous iteration in the
