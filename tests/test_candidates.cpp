@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
+#include <vector>
 
 using namespace sparsim;
 
@@ -35,6 +37,41 @@ std::size_t count_above_floor(const std::vector<float>& g, double floor)
 }
 
 } // namespace
+
+TEST(NoiseMagnitude, LogSurvivalFindsTheSameCellAsAFullSearch)
+{
+  // log_survival narrows its search by the double bits of x (a bucket index); a plain binary search over the whole
+  // table (its grid read back through magnitude(j / kStepsPerUnit)) must give the same value, bit for bit, at
+  // random magnitudes and at every grid point and its neighbours, where a wrong bucket edge would show.
+  for (double tau : {0.0, 0.25, 1.0}) {
+    const NoiseMagnitude table(tau);
+    std::vector<double> grid;
+    for (int j = 0; j <= static_cast<int>(NoiseMagnitude::kMaxY) * NoiseMagnitude::kStepsPerUnit; ++j)
+      grid.push_back(table.magnitude(static_cast<double>(j) / NoiseMagnitude::kStepsPerUnit));
+    auto full_search = [&](double x) {
+      if (x <= 0)
+        return 0.0;
+      if (x >= grid.back())
+        return NoiseMagnitude::kMaxY;
+      const auto j = static_cast<std::size_t>(std::upper_bound(grid.begin(), grid.end(), x) - grid.begin()) - 1;
+      const double span = grid[j + 1] - grid[j];
+      const double fraction = span > 0 ? (x - grid[j]) / span : 0.0;
+      return (static_cast<double>(j) + fraction) / NoiseMagnitude::kStepsPerUnit;
+    };
+    std::vector<double> points;
+    std::mt19937_64 rng(9);
+    std::uniform_real_distribution<double> exponent(-12, std::log2(grid.back()) + 1);
+    for (int i = 0; i < 200000; ++i)
+      points.push_back(std::exp2(exponent(rng)));
+    for (std::size_t j = 0; j < grid.size(); j += 7)
+      for (double x : {std::nextafter(grid[j], 0.0), grid[j], std::nextafter(grid[j], 1e9)})
+        points.push_back(x);
+    std::size_t differing = 0;
+    for (double x : points)
+      differing += table.log_survival(x) != full_search(x);
+    EXPECT_EQ(differing, 0u) << "tau " << tau;
+  }
+}
 
 TEST(NoiseMagnitude, TableFollowsTheMixtureItStandsFor)
 {

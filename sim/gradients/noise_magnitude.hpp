@@ -59,7 +59,7 @@ private:
   // An index that narrows log_survival's search: x's double bits above the low mantissa bits name a bucket
   // [edge_b, edge_b+1) (a fixed fraction of an octave), and bucket_start_[b] is the first grid point above edge_b,
   // so the cell of any x in the bucket lies between bucket_start_[b] and bucket_start_[b + 1].
-  static constexpr int kBucketBits = 52 - 8; // 256 buckets per octave
+  static constexpr int kBucketBits = 52 - 12; // 4096 buckets per octave
   std::uint64_t first_bucket_ = 0;
   std::vector<std::uint32_t> bucket_start_;
 };
