@@ -27,8 +27,8 @@
 # Cost per run (measured on a shared 2-core machine, one thread, before `sparsim stats --threads` existed; the runs
 # now use every core; n = 2^18): the oracle 6-7 s at P = 8 and 56 s at P = 64 (peak 60 and 190 MB); the mean-field
 # model 4.2-5.9 min at P = 8 (1% and 2%) and 9.0 min at P = 64 (1%; peak 60-110 MB), about 3.6 min a run plus 5 s
-# per rank at 1%. Extrapolated linearly in P and n,
-# the whole grid takes about 8 days of one core, most of it P >= 256 and n = 2^20.
+# per rank at 1%. Extrapolated linearly in P and n, the whole grid takes about 8 days of one core, most of it
+# P >= 256 and n = 2^20.
 set -euo pipefail
 sparsim="${1:-build/sparsim}"
 out="${2:-/tmp/stats-grid}"
