@@ -1,7 +1,6 @@
 #include "sim/run/gradient_stats.hpp"
 
 #include "sim/base/parallel.hpp"
-
 #include "sim/data/topk.hpp"
 #include "sim/gradients/mean_field.hpp"
 
