@@ -325,8 +325,8 @@ TEST(CalibratedCandidates, ConfigRules)
                            {"workload", {{"n", 4096}, {"density", 0.05}}},
                            {"algorithm", {{"name", "topka"}}},
                            {"gradients", {{"source", "calibrated"}, {"model", "vgg16"}, {"generation", "candidates"}}}};
-  // No dense residual: "none" by default, "dense" refused at its path.
-  EXPECT_EQ(parse_config(config, SPARSIM_SOURCE_DIR).selection.residual, ResidualKind::none);
+  // Error feedback by default, modelled: "mean_field"; "dense" refused at its path.
+  EXPECT_EQ(parse_config(config, SPARSIM_SOURCE_DIR).selection.residual, ResidualKind::mean_field);
   config["selection"] = {{"residual", "dense"}};
   try {
     parse_config(config, SPARSIM_SOURCE_DIR);
@@ -334,14 +334,33 @@ TEST(CalibratedCandidates, ConfigRules)
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("selection.residual"), std::string::npos) << e.what();
   }
-  // Nor a normal fit of the whole accumulated gradient (Gaussiank's selection), which the candidates do not give.
+  // A normal fit of the whole accumulated gradient (Gaussiank's selection) comes from the mean-field model: with
+  // the default residual it is accepted, with "none" (no model of acc) refused.
   config["selection"] = {{"policy", "gaussian"}};
+  EXPECT_EQ(parse_config(config, SPARSIM_SOURCE_DIR).selection.policy, SelectionPolicy::gaussian);
+  config["selection"] = {{"policy", "gaussian"}, {"residual", "none"}};
   try {
     parse_config(config, SPARSIM_SOURCE_DIR);
-    FAIL() << "a Gaussian fit was accepted with candidates";
+    FAIL() << "a Gaussian fit was accepted with candidates and no residual";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("selection.policy"), std::string::npos) << e.what();
   }
+  // The reference's BERT code (its searchsorted lookups need the dense residual) refuses the default residual
+  // at the path its preset fills in, and names the way out; with "none" it runs.
+  nlohmann::json reference = config;
+  reference["algorithm"] = {{"name", "oktopk"}};
+  reference["reference_code"] = "bert";
+  reference.erase("selection");
+  try {
+    parse_config(reference, SPARSIM_SOURCE_DIR);
+    FAIL() << "the reference's searchsorted lookups were accepted with the mean-field residual";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("selection.reevaluation_residual"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\"none\""), std::string::npos) << e.what();
+  }
+  reference["selection"] = {{"residual", "none"}};
+  EXPECT_EQ(parse_config(reference, SPARSIM_SOURCE_DIR).selection.reevaluation_residual,
+            ReevaluationResidual::reference_searchsorted);
   config.erase("selection");
   // Only the calibrated source has the candidates generation.
   config["gradients"] = {{"source", "uniform"}, {"generation", "candidates"}};

@@ -102,12 +102,13 @@ SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_po
   config.reevaluate_every = static_cast<int>(selection.get_int("reevaluate_every", 32, 1, 1'000'000));
   config.warmup_iterations = static_cast<int>(selection.get_int("warmup_iterations", 0, 0, 1'000'000));
   config.rules = threshold_rules(selection.get_enum("rules", {"vgg", "lstm", "bert"}, "vgg"));
+  // Error feedback by default: the exact residual, or in the scale mode its mean-field model.
   config.residual =
-      selection.get_enum("residual", kResidualKindNames, candidates ? ResidualKind::none : ResidualKind::dense);
+      selection.get_enum("residual", kResidualKindNames, candidates ? ResidualKind::mean_field : ResidualKind::dense);
   if (candidates && config.residual == ResidualKind::dense)
     selection.fail("residual", "dense",
-                   "\"none\" with gradients.generation \"candidates\" (the scale mode keeps no dense residual; "
-                   "docs/gradients.md)");
+                   "\"mean_field\" (the default) or \"none\" with gradients.generation \"candidates\" (the scale "
+                   "mode keeps no dense residual; docs/gradients.md)");
   if (!candidates && config.residual == ResidualKind::mean_field)
     selection.fail("residual", "mean_field",
                    "\"dense\" or \"none\": the mean-field residual models error feedback for gradients.generation "
@@ -125,8 +126,9 @@ SelectionConfig parse_selection(JsonReader selection, SelectionPolicy default_po
   if (config.residual == ResidualKind::mean_field &&
       config.reevaluation_residual == ReevaluationResidual::reference_searchsorted)
     selection.fail("reevaluation_residual", "reference_searchsorted",
-                   "\"selected_in_result\" with residual \"mean_field\" (the reference's searchsorted lookups need "
-                   "every rank's dense residual)");
+                   "\"selected_in_result\" with residual \"mean_field\", the default with gradients.generation "
+                   "\"candidates\" (the reference's searchsorted lookups need every rank's dense residual; "
+                   "selection.residual \"none\" keeps them, without error feedback)");
   selection.finish();
   return config;
 }
