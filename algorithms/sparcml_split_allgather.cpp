@@ -74,6 +74,20 @@ Bytes wire_bytes(const ReducedRegion& region, const WireFormat& wire)
     return static_cast<Bytes>(region.length) * static_cast<Bytes>(wire.value_bytes);
   return wire_bytes(region.sparse, wire);
 }
+// On the wire (sim/data/wire_codec.hpp) as what it charges: the dense values or the sparse pairs; the receiver
+// knows the region's place and form from the counts exchanged before.
+WireBuffer encode(const ReducedRegion& region, const WireFormat& wire)
+{
+  if (region.dense)
+    return encode(DenseBlock{region.length, region.values}, wire);
+  return encode(region.sparse, wire);
+}
+bool decodes_to(const ReducedRegion& region, WireBytes bytes, const WireFormat& wire)
+{
+  if (region.dense)
+    return decodes_to(DenseBlock{region.length, region.values}, bytes, wire);
+  return decodes_to(region.sparse, bytes, wire);
+}
 
 // The reference TopkDSA's global switch: its allgatherv carries 2 words per pair and goes dense unless
 // 2 * union_nnz < floor(2n / 3).

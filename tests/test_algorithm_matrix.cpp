@@ -4,7 +4,8 @@
 // process (ctest runs every TEST_P instance alone: SimGrid's engine exists once per process) and checks:
 //   1. the registry entry: its factory makes an algorithm of that name and kind;
 //   2. verification through the whole driver: `sparsim run` with random gradients and two iterations exits 0,
-//      and the manifest reports the result checked and within the rounding tolerance;
+//      and the manifest reports the result checked and within the rounding tolerance; every message is also
+//      encoded as a real MPI backend sends it and checked against the bytes charged (simulation.check_wire);
 //   3. the closed form, in process (tests/sparse_harness.hpp, tests/dense_harness.hpp) on inputs for which
 //      the algorithm's comments in algorithms/*.cpp state it holds: dense vectors with n divisible by P (and
 //      by the power of two below it); sparse selections of exactly k entries, disjoint, k/P of them in each
@@ -281,6 +282,8 @@ TEST_P(AlgorithmMatrix, VerifiesAndMatchesItsClosedForm)
     auto config = star_run_config("matrix", c.ranks, 2, c.algorithm, 4000, 0.01, std::max(c.ranks, 2));
     config["algorithm"] = c.params;
     config["seed"] = 11;
+    // Every message also encoded as a real backend sends it, and checked against the bytes charged for it.
+    config["simulation"] = {{"check_wire", true}};
     const CliResult cli = run_config(config, c.algorithm + c.variant + "-" + std::to_string(c.ranks));
     ASSERT_EQ(cli.exit_code, 0) << cli.output;
     const auto manifest = nlohmann::json::parse(read_text(cli.dir / "manifest.json"));

@@ -20,6 +20,7 @@
 #include "sim/base/units.hpp"
 #include "sim/comm/world.hpp"
 #include "sim/data/wire.hpp"
+#include "sim/data/wire_codec.hpp"
 
 #include <array>
 #include <memory>
@@ -58,9 +59,12 @@ public:
   int size() const { return world_.size(); }
   const WireFormat& wire() const { return world_.wire(); }
 
-  // Non-blocking send of an immutable payload; its simulated size is wire_bytes(*payload, wire()).
+  // Non-blocking send of an immutable payload; its simulated size is wire_bytes(*payload, wire()). With
+  // simulation.check_wire the payload is also encoded as a real backend sends it and checked against that size.
   template <class T> Request isend(RankId dest, Tag tag, std::shared_ptr<const T> payload)
   {
+    if (world_.check_wire())
+      check_encoding(*payload, wire());
     Bytes bytes = wire_bytes(*payload, wire());
     return post_send(dest, tag, std::static_pointer_cast<const void>(std::move(payload)), typeid(T), bytes);
   }

@@ -38,6 +38,10 @@ public:
   // selection is (compute.selection): bytes of memory traffic per second, 0 when selection is free.
   void set_selection_bandwidth(BytesPerSecond bandwidth) { selection_bandwidth_ = bandwidth; }
   BytesPerSecond selection_bandwidth() const { return selection_bandwidth_; }
+  // Whether every payload sent is encoded as a real MPI backend sends it and checked against the bytes charged
+  // (simulation.check_wire; sim/data/wire_codec.hpp).
+  void set_check_wire(bool check) { check_wire_ = check; }
+  bool check_wire() const { return check_wire_; }
 
   Transport& transport() { return transport_; }
   Matcher& matcher() { return matcher_; }
@@ -63,6 +67,7 @@ private:
   WireFormat wire_;
   BytesPerSecond reduction_bandwidth_ = 0;
   BytesPerSecond selection_bandwidth_ = 0;
+  bool check_wire_ = false;
   Matcher matcher_;
   PhaseNames phases_;
   TrafficStats traffic_;

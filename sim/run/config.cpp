@@ -223,6 +223,11 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
     config.verify = simulation.get_bool("verify", config.workload.data == DataMode::real);
     if (config.verify && config.workload.data == DataMode::phantom)
       simulation.fail("verify", true, "false: phantom data has no values to verify");
+    config.check_wire = simulation.get_bool("check_wire", false);
+    if (config.check_wire && (config.workload.wire.index_bytes != 4 || config.workload.wire.value_bytes != 4))
+      simulation.fail("check_wire", true,
+                      "false unless workload.index_bytes and workload.value_bytes are 4 (only int32 indices and fp32 "
+                      "values encode)");
     simulation.finish();
   }
   root.finish();
@@ -283,7 +288,7 @@ nlohmann::json ExperimentConfig::resolved() const
                                    : nlohmann::json{{"model", network.model},
                                                     {"crosstraffic", network.crosstraffic},
                                                     {"runtime", network.runtime}}},
-      {"simulation", {{"verify", verify}}},
+      {"simulation", {{"verify", verify}, {"check_wire", check_wire}}},
   };
   if (!reference_code.empty())
     resolved["reference_code"] = reference_code;

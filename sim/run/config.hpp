@@ -48,6 +48,7 @@ struct ExperimentConfig {
   ComputeModel compute;      // how selection is charged in simulated time
   NetworkOptions network;
   bool verify = true;
+  bool check_wire = false; // simulation.check_wire: every payload encoded and checked (sim/data/wire_codec.hpp)
 
   // The algorithm as a sparse allreduce, or null for a dense one: the one place that asks which it is.
   const SparseAllreduce* sparse_algorithm() const { return dynamic_cast<const SparseAllreduce*>(algorithm.get()); }

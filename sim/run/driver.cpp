@@ -121,6 +121,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
                .wall_limit = options.wall_limit};
   world.set_reduction_bandwidth(config.compute.charged_reduction_bandwidth());
   world.set_selection_bandwidth(config.compute.charged_selection_bandwidth());
+  world.set_check_wire(config.check_wire);
   world.trace().trace_iteration(options.trace_iteration, config.ranks);
   run.selection_wall.assign(config.iterations, 0.0);
   run.selection_shared_wall.assign(config.iterations, 0.0);

@@ -1,0 +1,134 @@
+// The bytes of a message as a real MPI backend sends them (issue 40): each payload type that the simulation
+// charges wire_bytes(payload) for encodes to exactly that many bytes, and decodes back from them given what the
+// receiver knows in advance (a Bundle's part sizes). Arrays travel in the host's byte order as MPI_INT32 /
+// MPI_FLOAT arrays do between hosts of one kind: a sparse payload as its indices, then its values.
+//
+// Only the paper's wire format encodes (4-byte indices, fp32 values); require_encodable says why another does
+// not. Counts travel as 4-byte integers, so a count beyond int32 does not encode (std::out_of_range).
+//
+// check_encoding (simulation.check_wire) runs a payload through both directions and compares: the size with the
+// bytes the simulation charged, the decoded values with the payload's.
+#pragma once
+
+#include "sim/data/sparse.hpp"
+#include "sim/data/sparse_ops.hpp"
+#include "sim/data/wire.hpp"
+
+#include <cstddef>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+namespace sparsim {
+
+using WireBuffer = std::vector<std::byte>;
+using WireBytes = std::span<const std::byte>;
+
+// Throws std::invalid_argument unless `wire` is the encodable format (4-byte indices, 4-byte values).
+void require_encodable(const WireFormat& wire);
+
+// Encoders: exactly wire_bytes(payload, wire) bytes each.
+WireBuffer encode(const DenseBlock& block, const WireFormat& wire); // phantom data (no values): zeros
+WireBuffer encode(const SparseVector& v, const WireFormat& wire);
+WireBuffer encode(const SparseSlice& s, const WireFormat& wire);
+WireBuffer encode(const Counts& counts, const WireFormat& wire);
+WireBuffer encode(const Count& count, const WireFormat& wire);
+WireBuffer encode(const Sums64& sums, const WireFormat& wire);
+template <class V> WireBuffer encode(const IndicesOf<V>& part, const WireFormat& wire);
+template <class V> WireBuffer encode(const ValuesOf<V>& part, const WireFormat& wire);
+template <class T> WireBuffer encode(const Bundle<T>& bundle, const WireFormat& wire);
+
+// Decoders: the receiver's side. Each throws std::invalid_argument when `bytes` cannot hold its payload (a
+// length that is not a whole number of elements).
+DenseBlock decode_dense(WireBytes bytes, const WireFormat& wire);
+SparseVector decode_sparse(WireBytes bytes, const WireFormat& wire); // a SparseVector or a SparseSlice
+Counts decode_counts(WireBytes bytes);
+Count decode_count(WireBytes bytes);
+Sums64 decode_sums64(WireBytes bytes);
+std::vector<Index> decode_indices(WireBytes bytes); // an IndicesOf
+std::vector<float> decode_values(WireBytes bytes);  // a ValuesOf
+// A Bundle: its parts one after the other; the receiver knows their sizes in advance (Bundle) and decodes each.
+
+// Whether `bytes` decode to `payload` (values compared bit for bit; phantom dense blocks by length).
+bool decodes_to(const DenseBlock& block, WireBytes bytes, const WireFormat& wire);
+bool decodes_to(const SparseVector& v, WireBytes bytes, const WireFormat& wire);
+bool decodes_to(const SparseSlice& s, WireBytes bytes, const WireFormat& wire);
+bool decodes_to(const Counts& counts, WireBytes bytes, const WireFormat& wire);
+bool decodes_to(const Count& count, WireBytes bytes, const WireFormat& wire);
+bool decodes_to(const Sums64& sums, WireBytes bytes, const WireFormat& wire);
+template <class V> bool decodes_to(const IndicesOf<V>& part, WireBytes bytes, const WireFormat& wire);
+template <class V> bool decodes_to(const ValuesOf<V>& part, WireBytes bytes, const WireFormat& wire);
+template <class T> bool decodes_to(const Bundle<T>& bundle, WireBytes bytes, const WireFormat& wire);
+
+// The payload type's readable name, for messages ("sparsim::SparseSlice").
+std::string payload_type_name(const std::type_info& type);
+
+// Encodes `payload`, then throws std::logic_error unless it took wire_bytes(payload, wire) bytes and decodes to
+// `payload`.
+template <class T> void check_encoding(const T& payload, const WireFormat& wire)
+{
+  const WireBuffer bytes = encode(payload, wire);
+  const Bytes charged = wire_bytes(payload, wire);
+  if (bytes.size() != charged)
+    throw std::logic_error("wire check: a " + payload_type_name(typeid(T)) + " payload encodes to " +
+                           std::to_string(bytes.size()) + " bytes but is charged " + std::to_string(charged));
+  if (!decodes_to(payload, bytes, wire))
+    throw std::logic_error("wire check: a " + payload_type_name(typeid(T)) +
+                           " payload does not decode to its own values");
+}
+
+// --- the templates' definitions ---
+
+namespace wire_detail {
+SparseView view_of(const SparseVector& v);
+SparseView view_of(const SparseSlice& s);
+WireBuffer bytes_of(std::span<const Index> indices);
+WireBuffer bytes_of(std::span<const float> values);
+bool same_bits(std::span<const Index> a, std::span<const Index> b);
+bool same_bits(std::span<const float> a, std::span<const float> b);
+} // namespace wire_detail
+
+template <class V> WireBuffer encode(const IndicesOf<V>& part, const WireFormat& wire)
+{
+  require_encodable(wire);
+  return wire_detail::bytes_of(wire_detail::view_of(*part.of).indices);
+}
+template <class V> WireBuffer encode(const ValuesOf<V>& part, const WireFormat& wire)
+{
+  require_encodable(wire);
+  return wire_detail::bytes_of(wire_detail::view_of(*part.of).values);
+}
+template <class T> WireBuffer encode(const Bundle<T>& bundle, const WireFormat& wire)
+{
+  WireBuffer out;
+  for (const auto& part : bundle.parts) {
+    const WireBuffer bytes = encode(*part, wire);
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  }
+  return out;
+}
+
+template <class V> bool decodes_to(const IndicesOf<V>& part, WireBytes bytes, const WireFormat&)
+{
+  return wire_detail::same_bits(decode_indices(bytes), wire_detail::view_of(*part.of).indices);
+}
+template <class V> bool decodes_to(const ValuesOf<V>& part, WireBytes bytes, const WireFormat&)
+{
+  return wire_detail::same_bits(decode_values(bytes), wire_detail::view_of(*part.of).values);
+}
+// Each part's bytes are where the receiver, knowing the parts' sizes, finds them: one after the other.
+template <class T> bool decodes_to(const Bundle<T>& bundle, WireBytes bytes, const WireFormat& wire)
+{
+  std::size_t offset = 0;
+  for (const auto& part : bundle.parts) {
+    const std::size_t size = wire_bytes(*part, wire);
+    if (offset + size > bytes.size() || !decodes_to(*part, bytes.subspan(offset, size), wire))
+      return false;
+    offset += size;
+  }
+  return offset == bytes.size();
+}
+
+} // namespace sparsim
