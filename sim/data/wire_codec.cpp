@@ -10,13 +10,8 @@
 namespace sparsim {
 namespace {
 
-template <class T> WireBuffer raw_bytes(std::span<const T> elements)
-{
-  WireBuffer out(elements.size_bytes());
-  if (!out.empty())
-    std::memcpy(out.data(), elements.data(), out.size());
-  return out;
-}
+using wire_detail::bytes_of;
+using wire_detail::same_bits;
 
 template <class T> std::vector<T> elements_of(WireBytes bytes, const char* what)
 {
@@ -29,23 +24,27 @@ template <class T> std::vector<T> elements_of(WireBytes bytes, const char* what)
   return out;
 }
 
-void append(WireBuffer& out, const WireBuffer& more) { out.insert(out.end(), more.begin(), more.end()); }
+// A sparse payload: its indices, then its values.
+WireBuffer encode_pairs(const SparseView& view, const WireFormat& wire)
+{
+  require_encodable(wire);
+  WireBuffer out = bytes_of(view.indices);
+  const WireBuffer values = bytes_of(view.values);
+  out.insert(out.end(), values.begin(), values.end());
+  return out;
+}
+
+bool decodes_to_pairs(const SparseView& view, WireBytes bytes, const WireFormat& wire)
+{
+  const SparseVector decoded = decode_sparse(bytes, wire);
+  return same_bits<Index>(decoded.indices, view.indices) && same_bits<float>(decoded.values, view.values);
+}
 
 } // namespace
 
 namespace wire_detail {
 SparseView view_of(const SparseVector& v) { return SparseView(v); }
 SparseView view_of(const SparseSlice& s) { return s.view(); }
-WireBuffer bytes_of(std::span<const Index> indices) { return raw_bytes(indices); }
-WireBuffer bytes_of(std::span<const float> values) { return raw_bytes(values); }
-bool same_bits(std::span<const Index> a, std::span<const Index> b)
-{
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
-}
-bool same_bits(std::span<const float> a, std::span<const float> b)
-{
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
-}
 } // namespace wire_detail
 
 static_assert(sizeof(Index) == 4 && sizeof(float) == 4, "the encodable format is int32 indices and fp32 values");
@@ -74,19 +73,8 @@ WireBuffer encode(const DenseBlock& block, const WireFormat& wire)
   if (block.values.size() != block.length)
     throw std::invalid_argument(
         fmt::format("wire: a dense block of length {} holds {} values", block.length, block.values.size()));
-  return raw_bytes(std::span<const float>(block.values));
+  return bytes_of<float>(block.values);
 }
-
-namespace {
-// A sparse payload: its indices, then its values.
-WireBuffer encode_pairs(const SparseView& view, const WireFormat& wire)
-{
-  require_encodable(wire);
-  WireBuffer out = raw_bytes(view.indices);
-  append(out, raw_bytes(view.values));
-  return out;
-}
-} // namespace
 
 WireBuffer encode(const SparseVector& v, const WireFormat& wire) { return encode_pairs(SparseView(v), wire); }
 WireBuffer encode(const SparseSlice& s, const WireFormat& wire) { return encode_pairs(s.view(), wire); }
@@ -100,15 +88,12 @@ WireBuffer encode(const Counts& counts, const WireFormat&)
       throw std::out_of_range(fmt::format("wire: the count {} does not fit the 4 bytes counts travel in", value));
     narrow.push_back(static_cast<std::int32_t>(value));
   }
-  return raw_bytes(std::span<const std::int32_t>(narrow));
+  return bytes_of<std::int32_t>(narrow);
 }
 
 WireBuffer encode(const Count& count, const WireFormat& wire) { return encode(Counts{{count.value}}, wire); }
 
-WireBuffer encode(const Sums64& sums, const WireFormat&)
-{
-  return raw_bytes(std::span<const std::int64_t>(sums.values));
-}
+WireBuffer encode(const Sums64& sums, const WireFormat&) { return bytes_of<std::int64_t>(sums.values); }
 
 DenseBlock decode_dense(WireBytes bytes, const WireFormat& wire)
 {
@@ -132,10 +117,8 @@ SparseVector decode_sparse(WireBytes bytes, const WireFormat& wire)
 
 Counts decode_counts(WireBytes bytes)
 {
-  Counts counts;
-  for (const std::int32_t value : elements_of<std::int32_t>(bytes, "int32 counts"))
-    counts.values.push_back(value);
-  return counts;
+  const std::vector<std::int32_t> narrow = elements_of<std::int32_t>(bytes, "int32 counts");
+  return {{narrow.begin(), narrow.end()}};
 }
 
 Count decode_count(WireBytes bytes)
@@ -156,16 +139,8 @@ bool decodes_to(const DenseBlock& block, WireBytes bytes, const WireFormat& wire
   const DenseBlock decoded = decode_dense(bytes, wire);
   if (block.values.empty())
     return decoded.length == block.length;
-  return wire_detail::same_bits(decoded.values, block.values);
+  return same_bits<float>(decoded.values, block.values);
 }
-
-namespace {
-bool decodes_to_pairs(const SparseView& view, WireBytes bytes, const WireFormat& wire)
-{
-  const SparseVector decoded = decode_sparse(bytes, wire);
-  return wire_detail::same_bits(decoded.indices, view.indices) && wire_detail::same_bits(decoded.values, view.values);
-}
-} // namespace
 
 bool decodes_to(const SparseVector& v, WireBytes bytes, const WireFormat& wire)
 {

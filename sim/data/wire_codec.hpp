@@ -15,6 +15,7 @@
 #include "sim/data/wire.hpp"
 
 #include <cstddef>
+#include <cstring>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -84,21 +85,29 @@ template <class T> void check_encoding(const T& payload, const WireFormat& wire)
 namespace wire_detail {
 SparseView view_of(const SparseVector& v);
 SparseView view_of(const SparseSlice& s);
-WireBuffer bytes_of(std::span<const Index> indices);
-WireBuffer bytes_of(std::span<const float> values);
-bool same_bits(std::span<const Index> a, std::span<const Index> b);
-bool same_bits(std::span<const float> a, std::span<const float> b);
+// The elements' bytes as they are in memory.
+template <class T> WireBuffer bytes_of(std::span<const T> elements)
+{
+  WireBuffer out(elements.size_bytes());
+  if (!out.empty())
+    std::memcpy(out.data(), elements.data(), out.size());
+  return out;
+}
+template <class T> bool same_bits(std::span<const T> a, std::span<const T> b)
+{
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size_bytes()) == 0);
+}
 } // namespace wire_detail
 
 template <class V> WireBuffer encode(const IndicesOf<V>& part, const WireFormat& wire)
 {
   require_encodable(wire);
-  return wire_detail::bytes_of(wire_detail::view_of(*part.of).indices);
+  return wire_detail::bytes_of<Index>(wire_detail::view_of(*part.of).indices);
 }
 template <class V> WireBuffer encode(const ValuesOf<V>& part, const WireFormat& wire)
 {
   require_encodable(wire);
-  return wire_detail::bytes_of(wire_detail::view_of(*part.of).values);
+  return wire_detail::bytes_of<float>(wire_detail::view_of(*part.of).values);
 }
 template <class T> WireBuffer encode(const Bundle<T>& bundle, const WireFormat& wire)
 {
@@ -112,11 +121,11 @@ template <class T> WireBuffer encode(const Bundle<T>& bundle, const WireFormat& 
 
 template <class V> bool decodes_to(const IndicesOf<V>& part, WireBytes bytes, const WireFormat&)
 {
-  return wire_detail::same_bits(decode_indices(bytes), wire_detail::view_of(*part.of).indices);
+  return wire_detail::same_bits<Index>(decode_indices(bytes), wire_detail::view_of(*part.of).indices);
 }
 template <class V> bool decodes_to(const ValuesOf<V>& part, WireBytes bytes, const WireFormat&)
 {
-  return wire_detail::same_bits(decode_values(bytes), wire_detail::view_of(*part.of).values);
+  return wire_detail::same_bits<float>(decode_values(bytes), wire_detail::view_of(*part.of).values);
 }
 // Each part's bytes are where the receiver, knowing the parts' sizes, finds them: one after the other.
 template <class T> bool decodes_to(const Bundle<T>& bundle, WireBytes bytes, const WireFormat& wire)
