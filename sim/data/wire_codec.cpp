@@ -58,9 +58,11 @@ std::string payload_type_name(const std::type_info& type)
   return name;
 }
 
+bool encodable(const WireFormat& wire) { return wire.index_bytes == 4 && wire.value_bytes == 4; }
+
 void require_encodable(const WireFormat& wire)
 {
-  if (wire.index_bytes != 4 || wire.value_bytes != 4)
+  if (!encodable(wire))
     throw std::invalid_argument(
         fmt::format("wire: only 4-byte indices and 4-byte (fp32) values encode, not {}", wire.describe()));
 }

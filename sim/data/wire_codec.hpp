@@ -27,7 +27,9 @@ namespace sparsim {
 using WireBuffer = std::vector<std::byte>;
 using WireBytes = std::span<const std::byte>;
 
-// Throws std::invalid_argument unless `wire` is the encodable format (4-byte indices, 4-byte values).
+// Whether `wire` is the encodable format (4-byte indices, 4-byte values); require_encodable throws
+// std::invalid_argument unless it is.
+bool encodable(const WireFormat& wire);
 void require_encodable(const WireFormat& wire);
 
 // Encoders: exactly wire_bytes(payload, wire) bytes each.

@@ -4,6 +4,7 @@
 
 #include "algorithms/registry.hpp"
 #include "sim/base/data_files.hpp"
+#include "sim/data/wire_codec.hpp"
 #include "sim/network/models/network_model.hpp"
 
 #include <algorithm>
@@ -224,7 +225,7 @@ ExperimentConfig parse_config(const nlohmann::json& original, const std::filesys
     if (config.verify && config.workload.data == DataMode::phantom)
       simulation.fail("verify", true, "false: phantom data has no values to verify");
     config.check_wire = simulation.get_bool("check_wire", false);
-    if (config.check_wire && (config.workload.wire.index_bytes != 4 || config.workload.wire.value_bytes != 4))
+    if (config.check_wire && !encodable(config.workload.wire))
       simulation.fail("check_wire", true,
                       "false unless workload.index_bytes and workload.value_bytes are 4 (only int32 indices and fp32 "
                       "values encode)");
