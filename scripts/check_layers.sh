@@ -19,9 +19,10 @@ declare -A allowed=(
   [sim/network/fibers]="sim/base sim/network sim/network/link_level"
   [sim/network/simgrid]="sim/base sim/data sim/comm sim/network sim/network/link_level topologies"
   [sim/network/models]="sim/base sim/data sim/comm sim/network sim/network/link_level sim/network/fibers sim/network/simgrid topologies"
+  [sim/network/mpi]="sim/base sim/data sim/comm sim/network sim/network/models topologies"
   [sim/run]="sim/base sim/data sim/comm sim/gradients sim/network sim/network/models topologies algorithms"
   [sim/output]="sim/base sim/data sim/comm sim/gradients sim/network topologies algorithms sim/run"
-  [sim/cli]="sim/base sim/data sim/comm sim/gradients sim/network sim/network/models topologies algorithms sim/run sim/output"
+  [sim/cli]="sim/base sim/data sim/comm sim/gradients sim/network sim/network/models sim/network/mpi topologies algorithms sim/run sim/output"
 )
 
 violations=0

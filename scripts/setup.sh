@@ -18,7 +18,8 @@ if [ "$mode" = all ]; then
              python3-pandas python3-nbconvert python3-ipykernel jupyter-nbconvert  # notebooks test
              python3-torch             # the recorder's tests (python/sparsim_record)
              clang libclang-rt-14-dev  # clang and its sanitizer/libFuzzer runtimes: scripts/fuzz.sh
-             clang-format)             # scripts/check_format.sh
+             clang-format              # scripts/check_format.sh
+             libopenmpi-dev openmpi-bin)  # sparsim-mpi and its tests (docs/mpi.md)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -49,7 +49,7 @@ std::vector<Seconds> run_pattern(Transport& transport, const std::vector<simgrid
           receives.emplace_back(
               i, transport.post_receive(
                      [&](MessagePtr fresh) { return matcher.pair_receive(m.dest, m.source, tag, std::move(fresh)); },
-                     rank));
+                     rank, m.source, tag));
       }
       for (auto& [index, message] : receives) {
         transport.wait(*message, true);

@@ -174,7 +174,7 @@ TEST(LinkLevelTransportOnFibers, UnmatchedReceiveEndsTheRunWithThatRankUnfinishe
   const int finished = star.fibers.run([&](RankId rank) {
     if (rank == 0) {
       MessagePtr receive = star.transport.post_receive(
-          [&](MessagePtr fresh) { return matcher.pair_receive(0, 1, 7, std::move(fresh)); }, 0);
+          [&](MessagePtr fresh) { return matcher.pair_receive(0, 1, 7, std::move(fresh)); }, 0, 1, 7);
       star.transport.wait(*receive, true);
     } else {
       star.transport.sleep_for(1, 1e-3);

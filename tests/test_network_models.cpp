@@ -342,8 +342,8 @@ struct LinkLevelOnAStar {
 // Rank 0 waits for a message from rank 1 that is never sent.
 void wait_for_a_send_that_never_comes(Transport& transport, Matcher& matcher)
 {
-  MessagePtr receive =
-      transport.post_receive([&](MessagePtr fresh) { return matcher.pair_receive(0, 1, 7, std::move(fresh)); }, 0);
+  MessagePtr receive = transport.post_receive(
+      [&](MessagePtr fresh) { return matcher.pair_receive(0, 1, 7, std::move(fresh)); }, 0, 1, 7);
   transport.wait(*receive, true);
 }
 
@@ -437,8 +437,8 @@ TEST(SimGridTransport, UnmatchedReceiveEndsTheRunWithThatRankUnfinished)
   Matcher matcher(2);
   const int finished = run_rank_actors(hosts, [&](RankId rank) {
     if (rank == 0) {
-      MessagePtr receive =
-          transport.post_receive([&](MessagePtr fresh) { return matcher.pair_receive(0, 1, 7, std::move(fresh)); }, 0);
+      MessagePtr receive = transport.post_receive(
+          [&](MessagePtr fresh) { return matcher.pair_receive(0, 1, 7, std::move(fresh)); }, 0, 1, 7);
       transport.wait(*receive, true);
     }
     transport.rank_finished(rank);

@@ -43,6 +43,8 @@ public:
   // The id of a phase some rank has entered (std::out_of_range for any other name).
   PhaseId id_of(std::string_view name) const;
   const std::vector<std::string>& names() const { return names_; }
+  // The earliest entry into phase `id` so far.
+  const PhaseEntry& first_entry(PhaseId id) const { return first_entries_[id]; }
   // Every id, "other" first, then by earliest entry: simulated time, then the lowest rank, then that rank's order.
   std::vector<PhaseId> output_order() const;
 

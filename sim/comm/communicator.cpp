@@ -5,18 +5,25 @@ namespace sparsim {
 Communicator::Communicator(World& world, RankId rank)
     : world_(world)
     , rank_(rank)
+    , moves_bytes_(world.transport().moves_bytes())
+    , counts_receives_(world.transport().carries_phase())
     , phase_started_(world.transport().now())
 {
 }
 
 Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void> payload, std::type_index type,
-                                Bytes bytes)
+                                Bytes bytes, WireBuffer encoded)
 {
   if (dest < 0 || dest >= size())
     throw std::out_of_range("send to rank " + std::to_string(dest) + " of " + std::to_string(size()));
   PhaseStats& sent = world_.traffic().of(rank_, phase_);
   sent.msgs_sent += 1;
   sent.bytes_sent += bytes;
+  if (!counts_receives_) { // the message carries no phase: the sender counts it for the receiver, under its own
+    PhaseStats& delivered = world_.traffic().of(dest, phase_);
+    delivered.msgs_recv += 1;
+    delivered.bytes_recv += bytes;
+  }
   world_.count_message();
 
   Request request;
@@ -27,11 +34,13 @@ Request Communicator::post_send(RankId dest, Tag tag, std::shared_ptr<const void
       [&](MessagePtr fresh) { return matcher.pair_send(rank_, dest, tag, std::move(fresh)); },
       Outgoing{.source = rank_,
                .dest = dest,
+               .tag = tag,
                .bytes = bytes,
                .payload = std::move(payload),
                .type = type,
                .phase = phase_,
-               .iteration = iteration_});
+               .iteration = iteration_,
+               .encoded = std::move(encoded)});
   return request;
 }
 
@@ -45,7 +54,7 @@ Request Communicator::irecv(RankId source, Tag tag)
   request.tag_ = tag;
   Matcher& matcher = world_.matcher();
   request.message_ = world_.transport().post_receive(
-      [&](MessagePtr fresh) { return matcher.pair_receive(rank_, source, tag, std::move(fresh)); }, rank_);
+      [&](MessagePtr fresh) { return matcher.pair_receive(rank_, source, tag, std::move(fresh)); }, rank_, source, tag);
   return request;
 }
 
@@ -94,12 +103,12 @@ void Communicator::wait_all(std::span<Request> requests)
 void Communicator::complete(Request& request)
 {
   request.done_ = true;
-  if (request.receive_) {
+  if (request.receive_ && counts_receives_) {
     const Message& message = *request.message_;
     PhaseStats& received = world_.traffic().of(rank_, message.phase);
     received.msgs_recv += 1;
     received.bytes_recv += message.bytes;
-  } else {
+  } else if (!request.receive_) {
     request.message_.reset(); // the sender keeps nothing once delivered
   }
 }

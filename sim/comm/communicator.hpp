@@ -66,7 +66,15 @@ public:
     if (world_.check_wire())
       check_encoding(*payload, wire());
     Bytes bytes = wire_bytes(*payload, wire());
-    return post_send(dest, tag, std::static_pointer_cast<const void>(std::move(payload)), typeid(T), bytes);
+    WireBuffer encoded;
+    if (moves_bytes_) {
+      encoded = encode(*payload, wire());
+      if (encoded.size() != bytes)
+        throw std::logic_error("a " + payload_type_name(typeid(T)) + " payload encodes to " +
+                               std::to_string(encoded.size()) + " bytes but is charged " + std::to_string(bytes));
+    }
+    return post_send(dest, tag, std::static_pointer_cast<const void>(std::move(payload)), typeid(T), bytes,
+                     std::move(encoded));
   }
   Request irecv(RankId source, Tag tag);
   void wait(Request& request);
@@ -77,6 +85,12 @@ public:
   {
     if (!request.done_ || !request.receive_)
       throw std::logic_error("Communicator::take on a receive that has not completed");
+    if (moves_bytes_ && !request.message_->payload) { // the bytes arrived: the receiver names their type
+      Message& message = *request.message_;
+      message.payload = decode_payload<T>(message.encoded, wire());
+      message.type = typeid(T);
+      message.encoded = WireBuffer();
+    }
     if (request.message_->type != typeid(T))
       throw std::logic_error("Communicator::take: payload type mismatch from rank " + std::to_string(request.peer_));
     return std::static_pointer_cast<const T>(request.message_->payload);
@@ -107,17 +121,17 @@ public:
   }
 
   // A result every rank of the World computes identically from the same payloads, computed once
-  // (SharedResults with all ranks as users).
+  // (SharedResults with all ranks as users; with one rank per process, by each rank).
   template <class T, class Compute>
   auto computed_once(const std::vector<std::shared_ptr<const T>>& inputs, const Compute& compute)
   {
-    return world_.shared_results().get(inputs, size(), compute);
+    return world_.shared_results().get(inputs, world_.users_here(size()), compute);
   }
   // The same for a result exactly `users` ranks compute from the same payloads (a group of ranks).
   template <class T, class Compute>
   auto computed_once_by(const std::vector<std::shared_ptr<const T>>& inputs, int users, const Compute& compute)
   {
-    return world_.shared_results().get(inputs, users, compute);
+    return world_.shared_results().get(inputs, world_.users_here(users), compute);
   }
 
   // Simulated time now.
@@ -163,13 +177,16 @@ public:
   void restart_phase_clock();
 
 private:
-  Request post_send(RankId dest, Tag tag, std::shared_ptr<const void> payload, std::type_index type, Bytes bytes);
+  Request post_send(RankId dest, Tag tag, std::shared_ptr<const void> payload, std::type_index type, Bytes bytes,
+                    WireBuffer encoded);
   void switch_phase(PhaseId next);
   // Marks a waited request done; a receive counts its message for this rank under the sender's phase.
   void complete(Request& request);
 
   World& world_;
   RankId rank_;
+  bool moves_bytes_;     // the transport moves encoded bytes (Transport::moves_bytes)
+  bool counts_receives_; // a receive counts its message here (Transport::carries_phase); else its sender does
   PhaseId phase_ = 0;
   std::uint64_t phases_entered_ = 0;
   Seconds phase_started_ = 0;

@@ -13,6 +13,7 @@
 #include "sim/base/units.hpp"
 #include "sim/comm/accounting.hpp"
 #include "sim/comm/link_loads.hpp"
+#include "sim/data/wire_codec.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -34,6 +35,9 @@ struct Message {
   std::shared_ptr<const void> payload; // null until the send is posted
   std::type_index type{typeid(void)};
   PhaseId phase = 0; // the sender's phase when it posted the send (the receiver counts the message under it)
+  // A transport that moves bytes (Transport::moves_bytes) carries the encoded payload here instead of `payload`;
+  // the receiver decodes it when it takes it (sim/data/wire_codec.hpp).
+  WireBuffer encoded = {};
 };
 using MessagePtr = std::shared_ptr<Message>;
 
@@ -73,12 +77,15 @@ struct Half {
 struct Outgoing {
   RankId source = -1;
   RankId dest = -1;
+  Tag tag = 0;
   Bytes bytes = 0;
   std::shared_ptr<const void> payload;
   std::type_index type{typeid(void)};
   PhaseId phase = 0;
   // The iteration it belongs to (its link loads count in that iteration).
   int iteration = 0;
+  // The payload's bytes, for a transport that moves bytes (empty otherwise).
+  WireBuffer encoded = {};
 };
 
 class Transport {
@@ -94,12 +101,22 @@ public:
   // The calling rank's body has returned: it posts and waits no more.
   virtual void rank_finished(RankId rank) = 0;
 
-  // Posting a half: the transport calls `pair` exactly once, at a moment when no other rank can post, with a
-  // new message of its own type, and returns the message the half belongs to. A send writes `outgoing` into
-  // it before its transfer can start.
+  // Whether messages travel as bytes between processes (a real MPI backend): the sender then encodes its
+  // payload into Outgoing::encoded and the receiver decodes Message::encoded. A simulation's transport hands the
+  // shared payload over instead.
+  virtual bool moves_bytes() const { return false; }
+  // Whether a received message carries its sender's phase (Message::phase). A transport between processes does
+  // not (phase ids are per process, and the bytes on the wire are the payload's only): the sender then counts
+  // each message for its receiver as well, in its own process, and the run gathers those counts afterwards.
+  virtual bool carries_phase() const { return true; }
+
+  // Posting a half: a transport within one process calls `pair` exactly once, at a moment when no other rank
+  // can post, with a new message of its own type, and returns the message the half belongs to; a send writes
+  // `outgoing` into it before its transfer can start. A transport between processes matches the halves
+  // itself (MPI's matching, by source and tag in posting order) and never calls `pair`.
   virtual MessagePtr post_send(const PairFunction& pair, Outgoing outgoing) = 0;
-  // `receiver` is the calling rank.
-  virtual MessagePtr post_receive(const PairFunction& pair, RankId receiver) = 0;
+  // `receiver` is the calling rank; it receives from `source` under `tag` (what `pair` matches on).
+  virtual MessagePtr post_receive(const PairFunction& pair, RankId receiver, RankId source, Tag tag) = 0;
   // Blocks the calling rank until its half of `message` has completed (is_receive: the receive half).
   virtual void wait(Message& message, bool is_receive) = 0;
   // Blocks the calling rank `rank` until every one of `halves` has completed: the same simulated time as

@@ -43,6 +43,12 @@ public:
   void set_check_wire(bool check) { check_wire_ = check; }
   bool check_wire() const { return check_wire_; }
 
+  // Whether this process runs one rank of the World (a real MPI backend) rather than all of them.
+  void set_one_rank_per_process(bool one) { one_rank_per_process_ = one; }
+  // How many ranks of this process take a result that `users` ranks compute from the same payloads
+  // (SharedResults): all of them, or the one rank here.
+  int users_here(int users) const { return one_rank_per_process_ ? 1 : users; }
+
   Transport& transport() { return transport_; }
   Matcher& matcher() { return matcher_; }
   PhaseNames& phases() { return phases_; }
@@ -68,6 +74,7 @@ private:
   BytesPerSecond reduction_bandwidth_ = 0;
   BytesPerSecond selection_bandwidth_ = 0;
   bool check_wire_ = false;
+  bool one_rank_per_process_ = false;
   Matcher matcher_;
   PhaseNames phases_;
   TrafficStats traffic_;

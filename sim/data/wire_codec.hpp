@@ -16,9 +16,11 @@
 
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <typeinfo>
 #include <vector>
 
@@ -53,6 +55,13 @@ Sums64 decode_sums64(WireBytes bytes);
 std::vector<Index> decode_indices(WireBytes bytes); // an IndicesOf
 std::vector<float> decode_values(WireBytes bytes);  // a ValuesOf
 // A Bundle: its parts one after the other; the receiver knows their sizes in advance (Bundle) and decodes each.
+
+// The receiver's side of a message whose type it knows (Communicator::take under a transport that moves bytes),
+// for the payload types whose bytes alone say what they hold: a dense block, a sparse vector (a slice arrives as
+// the whole of a new vector), counts, a count and 64-bit sums. The others need what the receiver learnt earlier
+// (a Bundle its parts' sizes, an index/value pair its other half) and throw std::logic_error naming the type:
+// the algorithms that send them do not yet run where bytes move (docs/mpi.md).
+template <class T> std::shared_ptr<const T> decode_payload(WireBytes bytes, const WireFormat& wire);
 
 // Whether `bytes` decode to `payload` (values compared bit for bit; phantom dense blocks by length).
 bool decodes_to(const DenseBlock& block, WireBytes bytes, const WireFormat& wire);
@@ -140,6 +149,31 @@ template <class T> bool decodes_to(const Bundle<T>& bundle, WireBytes bytes, con
     offset += size;
   }
   return offset == bytes.size();
+}
+
+template <class T> std::shared_ptr<const T> decode_payload(WireBytes bytes, const WireFormat& wire)
+{
+  if constexpr (std::is_same_v<T, DenseBlock>) {
+    return std::make_shared<const DenseBlock>(decode_dense(bytes, wire));
+  } else if constexpr (std::is_same_v<T, SparseVector>) {
+    return std::make_shared<const SparseVector>(decode_sparse(bytes, wire));
+  } else if constexpr (std::is_same_v<T, SparseSlice>) {
+    auto whole = std::make_shared<const SparseVector>(decode_sparse(bytes, wire));
+    const std::size_t size = whole->size();
+    return std::make_shared<const SparseSlice>(SparseSlice{std::move(whole), 0, size});
+  } else if constexpr (std::is_same_v<T, Counts>) {
+    return std::make_shared<const Counts>(decode_counts(bytes));
+  } else if constexpr (std::is_same_v<T, Count>) {
+    return std::make_shared<const Count>(decode_count(bytes));
+  } else if constexpr (std::is_same_v<T, Sums64>) {
+    return std::make_shared<const Sums64>(decode_sums64(bytes));
+  } else {
+    (void)bytes;
+    (void)wire;
+    throw std::logic_error("wire: a " + payload_type_name(typeid(T)) +
+                           " payload does not decode from its bytes alone (the receiver would need to know its "
+                           "parts' sizes); the algorithm that sends it does not run where bytes move yet");
+  }
 }
 
 } // namespace sparsim

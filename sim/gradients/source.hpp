@@ -37,6 +37,8 @@ public:
   // their contributions (sparse U, or the dense sum). Open-loop sources ignore it.
   virtual void apply_update(int /*iteration*/, const SparseVector& /*sum*/, int /*ranks*/) {}
   virtual void apply_dense_update(int /*iteration*/, std::span<const float> /*sum*/, int /*ranks*/) {}
+  // Whether the source is closed-loop (uses apply_update).
+  virtual bool closed_loop() const { return false; }
   // One training step (forward + backward of a rank's mini-batch) of the model behind the gradients, when the
   // source knows one (calibrated: its model table's "compute" object; replay: the sidecar's or gradients.model's).
   virtual std::optional<TrainingStep> training_step() const { return std::nullopt; }

@@ -38,6 +38,7 @@ public:
   TrainingSource(std::shared_ptr<const FashionMnist> data, TrainingOptions options, std::uint64_t seed, int ranks);
 
   std::string name() const override { return "fashion_mnist_mlp"; }
+  bool closed_loop() const override { return true; }
   nlohmann::json to_json() const override;
   void generate(RankId rank, int iteration, std::span<float> out) const override;
   void apply_update(int iteration, const SparseVector& sum, int ranks) override;

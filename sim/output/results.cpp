@@ -192,6 +192,10 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
       {"link_levels", link_levels(output.links)},
       {"files", {"results.csv", "ranks.csv", "links.csv"}},
   };
+  if (output.real_run) { // no link is observed: no links.csv (the network fields say so)
+    manifest.erase("link_levels");
+    manifest["files"] = {"results.csv", "ranks.csv"};
+  }
 
   if (config.topology->gpus_per_node() > 1) { // multi-GPU nodes: the routes and closed-form inputs by level
     for (const auto& [name, level, cost] :
@@ -214,12 +218,14 @@ void write_results(const std::filesystem::path& dir, const ExperimentConfig& con
   const std::vector<std::filesystem::path> temporaries = {
       write_temporary(dir / names[0], results_csv(config, output)),
       write_temporary(dir / names[1], ranks_csv(output)),
-      write_temporary(dir / names[2], links_csv(output.links)),
+      output.real_run ? std::filesystem::path() : write_temporary(dir / names[2], links_csv(output.links)),
       write_temporary(dir / names[3], manifest.dump(2) + "\n"),
   };
   std::filesystem::remove(dir / "manifest.json");
+  std::filesystem::remove(dir / "links.csv"); // an earlier run's, when this one writes none
   for (std::size_t i = 0; i < names.size(); ++i)
-    std::filesystem::rename(temporaries[i], dir / names[i]);
+    if (!temporaries[i].empty())
+      std::filesystem::rename(temporaries[i], dir / names[i]);
 }
 
 std::string summarize_run(const ExperimentConfig& config, const RunOutput& output)

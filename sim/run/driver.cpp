@@ -1,6 +1,7 @@
 #include "sim/run/driver.hpp"
 
 #include "sim/network/models/network_model.hpp"
+#include "sim/run/gathered_records.hpp"
 #include "sim/run/link_labels.hpp"
 #include "sim/run/rank_loop.hpp"
 
@@ -99,13 +100,17 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
 
   const std::vector<std::size_t> rank_nodes = config.rank_nodes();
   const NetworkGraph graph = config.topology->graph(); // built once: the platform, routes and link labels
-  const std::unique_ptr<NetworkRun> network = network_model(config.network.model)
-                                                  .set_up({.ranks = config.ranks,
-                                                           .options = config.network,
-                                                           .topology = *config.topology,
-                                                           .graph = graph,
-                                                           .rank_nodes = rank_nodes,
-                                                           .seed = config.seed});
+  std::unique_ptr<NetworkRun> own_network;
+  if (!options.network)
+    own_network = network_model(config.network.model)
+                      .set_up({.ranks = config.ranks,
+                               .options = config.network,
+                               .topology = *config.topology,
+                               .graph = graph,
+                               .rank_nodes = rank_nodes,
+                               .seed = config.seed});
+  NetworkRun* const network = options.network ? options.network : own_network.get();
+  ProcessGroup* const processes = network->processes();
 
   RunOutput out;
   out.routes = summarize_routes(*config.topology, graph, rank_nodes);
@@ -118,7 +123,9 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
                .world = world,
                .threads = options.threads,
                .wall_start = wall_start,
-               .wall_limit = options.wall_limit};
+               .wall_limit = options.wall_limit,
+               .processes = processes};
+  world.set_one_rank_per_process(processes != nullptr);
   world.set_reduction_bandwidth(config.compute.charged_reduction_bandwidth());
   world.set_selection_bandwidth(config.compute.charged_selection_bandwidth());
   world.set_check_wire(config.check_wire);
@@ -131,7 +138,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   if (const SparseAllreduce* sparse = config.sparse_algorithm()) {
     sparse_verifier = std::make_unique<SparseVerifier>(config.ranks, config.workload.n, sparse->result_semantics(),
                                                        config.selects_within_collective());
-    selection_stage = std::make_unique<SelectionStage>(config);
+    selection_stage = std::make_unique<SelectionStage>(config, processes ? processes->rank() : -1);
   }
 
   RunProgress display(options.show_progress, config.iterations, out.closed_form.messages, world, selection_stage.get());
@@ -148,6 +155,9 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
     throw std::runtime_error(fmt::format("deadlock: {} of {} ranks never finished (a receive without a matching "
                                          "send, or a send without a matching receive)",
                                          config.ranks - finished_ranks, config.ranks));
+
+  if (processes && !gather_records(run, *processes)) // the records are at process 0
+    return out;
 
   out.verified = config.verify;
   if (!sparse_verifier)
@@ -172,7 +182,9 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   out.selection_wall.assign(run.selection_wall.begin(), run.selection_wall.begin() + out.completed_iterations);
   out.selection_shared_wall.assign(run.selection_shared_wall.begin(),
                                    run.selection_shared_wall.begin() + out.completed_iterations);
-  out.links = label_link_loads(network->link_loads().loads(), graph);
+  out.real_run = processes != nullptr;
+  if (!out.real_run) // a real run observes no link
+    out.links = label_link_loads(network->link_loads().loads(), graph);
   out.network_fields = network->manifest_fields();
   if (const MeanFieldResidual* model = selection_stage ? selection_stage->mean_field() : nullptr)
     out.mean_field =

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "algorithms/algorithm.hpp"
+#include "sim/network/models/network_model.hpp"
 #include "sim/run/config.hpp"
 #include "sim/run/run_output.hpp"
 
@@ -24,6 +25,10 @@ struct RunOptions {
   int threads = 1;          // host threads preparing the sparse ranks' gradients and selections (same results)
   Seconds wall_limit = 0;   // host seconds; past it the run stops before its next iteration (0: no limit)
   int trace_iteration = -1; // >= 0: record that iteration's timeline into RunOutput::trace
+  // A network run of the caller's instead of the config's model: sparsim-mpi's real MPI run, which runs one rank
+  // per process (NetworkRun::processes). Process 0 then gathers every rank's records and returns the run's
+  // output; the other processes return an output without rows.
+  NetworkRun* network = nullptr;
 };
 RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& options);
 

@@ -1,6 +1,7 @@
 #include "sim/run/rank_loop.hpp"
 
 #include "algorithms/registry.hpp"
+#include "sim/run/gathered_records.hpp"
 
 #include <chrono>
 #include <fmt/format.h>
@@ -9,16 +10,17 @@
 namespace sparsim {
 namespace {
 
-// Starts an iteration with all ranks aligned at the same simulated time. Between two zero-cost barriers rank 0
-// does what every rank must see before going on: the wall-clock limit decision and `prepare` (may be empty).
-// Returns the iteration's start time, or nothing when the run stops before this iteration (every rank
-// returns nothing for the same iteration). Counters need no reset: every message of an iteration is posted
-// and harvested within it (a fast rank may post to a slow one before the slow one leaves the barrier).
+// Starts an iteration with all ranks aligned at the same simulated time. Between two zero-cost barriers the
+// preparing rank (rank 0, or each process's own) does what every rank here must see before going on: the wall-clock
+// limit decision and `prepare` (may be empty). Returns the iteration's start time, or nothing when the run stops before
+// this iteration (every rank returns nothing for the same iteration). Counters need no reset: every message of an
+// iteration is posted and harvested within it (a fast rank may post to a slow one before the slow one leaves the
+// barrier).
 template <class Prepare>
 std::optional<Seconds> begin_iteration(RunState& run, Communicator& comm, int iteration, Prepare&& prepare)
 {
   run.world.align_ranks(comm.rank());
-  if (comm.rank() == 0) {
+  if (comm.rank() == run.preparing_rank()) {
     run.check_wall_limit(iteration);
     if (run.stopped_at < 0) {
       run.records.emplace_back(run.config.ranks); // this iteration's records, grown as iterations start
@@ -39,6 +41,9 @@ void end_iteration(RunState& run, Communicator& comm, Seconds start, RankIterati
   comm.finish_iteration();
   record.time = comm.now() - start;
   record.phases = run.world.take_stats(comm.rank());
+  if (run.processes) // the receive counts this rank's sends delivered (Transport::carries_phase)
+    for (RankId r = 0; r < run.config.ranks; ++r)
+      record.delivered.push_back(r == comm.rank() ? std::vector<PhaseStats>() : run.world.take_stats(r));
 }
 
 // The forward and backward pass that produce the iteration's gradient, before any communication (phase
@@ -120,7 +125,7 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
       return;
 
   for (int it = config.selection.warmup_iterations; it < config.iterations; ++it) {
-    // Rank 0 prepares every rank's selection while the others wait at the second barrier.
+    // The preparing rank prepares the selection of every rank here while the others wait at the second barrier.
     const std::optional<Seconds> begun = begin_iteration(run, comm, it, [&] {
       const auto wall_before = std::chrono::steady_clock::now();
       stage.prepare(it, run.threads);
@@ -153,7 +158,10 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
     if (rank == 0)
       config.gradients->apply_update(it, *result, config.ranks);
     if (config.verify)
-      run.note_verification(verifier.report(*selection, result, stage.acc_for_collective(rank)), rank, it);
+      run.note_verification(run.processes
+                                ? gathered_sparse_report(*run.processes, run.world.wire(), verifier, *selection, result)
+                                : verifier.report(*selection, result, stage.acc_for_collective(rank)),
+                            rank, it);
     run.progress(rank, it);
   }
 }

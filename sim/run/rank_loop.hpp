@@ -6,6 +6,7 @@
 #pragma once
 
 #include "sim/comm/communicator.hpp"
+#include "sim/comm/process_group.hpp"
 #include "sim/run/config.hpp"
 #include "sim/run/progress.hpp"
 #include "sim/run/selection_stage.hpp"
@@ -25,6 +26,9 @@ struct RankIteration {
   std::uint64_t local_selected = 0;
   SparseReport sparse;
   std::uint64_t result_nnz = 0;
+  // One rank per process (a real MPI run): the messages this rank sent each rank, as their receive counts
+  // ([rank][phase], empty otherwise); process 0 adds them to the receivers' records (gather_records).
+  std::vector<std::vector<PhaseStats>> delivered;
 };
 
 // Everything the rank actors share during a run.
@@ -39,10 +43,15 @@ struct RunState {
   std::vector<Seconds> iteration_wall = {}; // see RunOutput
   std::vector<Seconds> selection_wall = {}; // see RunOutput; [iteration], sized by the driver
   std::vector<Seconds> selection_shared_wall = {};
-  Seconds wall_limit = 0; // 0: none
-  int stopped_at = -1;    // the first iteration not run (wall-clock limit), -1 while running
+  Seconds wall_limit = 0;            // 0: none
+  int stopped_at = -1;               // the first iteration not run (wall-clock limit), -1 while running
+  ProcessGroup* processes = nullptr; // one rank per process (a real MPI run), else null: every rank runs here
 
-  // Called by rank 0 between the barriers that start `iteration`: stop there if the limit has passed.
+  // The rank that does, between the barriers that start an iteration, what every rank here must see: rank 0, or
+  // with one rank per process that rank.
+  RankId preparing_rank() const { return processes ? processes->rank() : 0; }
+
+  // Called by the preparing rank between the barriers that start `iteration`: stop there if the limit has passed.
   void check_wall_limit(int iteration)
   {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();

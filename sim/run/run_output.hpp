@@ -81,6 +81,7 @@ struct RunOutput {
   int completed_iterations = 0; // fewer than configured when the run stopped early (partial results)
   std::string stop_reason;      // why, for partial results
   std::vector<LinkRow> links;   // links.csv: the SimGrid links that carried bytes
+  bool real_run = false;        // ran on real MPI (sparsim-mpi): no links observed, no links.csv
   // The network model's own manifest fields: what ran (SimGrid's version only where SimGrid ran) and its
   // counters (the link-level model's rank_parks, adaptive routing's nonminimal_routes).
   nlohmann::json network_fields = nlohmann::json::object();

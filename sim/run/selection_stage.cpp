@@ -13,7 +13,7 @@ void SelectionStage::prepare(int iteration, int threads)
 {
   if (!config_.gradients->concurrent_generate())
     threads = 1;
-  threads = std::max(1, std::min(threads, config_.ranks));
+  threads = std::max(1, std::min(threads, end_rank_ - first_rank_));
   std::vector<std::exception_ptr> failures(threads);
   ranks_prepared_ = 0;
   const auto shared_start = std::chrono::steady_clock::now();
@@ -51,10 +51,10 @@ void SelectionStage::prepare(int iteration, int threads)
       SparseVector buffer; // the kernels' output, its pages reused from rank to rank
       std::vector<RankId> ranks;
       std::vector<std::uint64_t> needed;
-      for (RankId begin = first * batch; begin < config_.ranks; begin += threads * batch) {
+      for (RankId begin = first_rank_ + first * batch; begin < end_rank_; begin += threads * batch) {
         ranks.clear();
         needed.clear();
-        for (RankId rank = begin; rank < std::min(config_.ranks, begin + batch); ++rank) {
+        for (RankId rank = begin; rank < std::min(end_rank_, begin + batch); ++rank) {
           ranks.push_back(rank);
           // Enough candidates for an exact top-k; a reused threshold is at least the floor.
           needed.push_back(gaussian_ || selectors_[rank].reuse_threshold(iteration) ? 0 : config_.workload.k);

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 namespace sparsim {
@@ -32,8 +33,12 @@ void consume_selection(std::vector<float>& acc, const SparseVector& selection, c
 // residual, which moves on once all ranks have selected (its truncation: the ranks' median threshold).
 class SelectionStage {
 public:
-  explicit SelectionStage(const ExperimentConfig& config)
+  // `only_rank` >= 0: this process runs that rank alone (a real MPI run) and prepares only its selection (not
+  // with the candidates generation, whose floor all ranks share).
+  explicit SelectionStage(const ExperimentConfig& config, RankId only_rank = -1)
       : config_(config)
+      , first_rank_(only_rank >= 0 ? only_rank : 0)
+      , end_rank_(only_rank >= 0 ? only_rank + 1 : config.ranks)
       , keep_residual_(config.selection.residual == ResidualKind::dense)
       , candidates_(config.gradients->generates_candidates())
       , gaussian_(candidates_ && config.selection.policy == SelectionPolicy::gaussian)
@@ -42,13 +47,15 @@ public:
       , selectors_(config.ranks, LocalSelector(config.selection))
       , prepared_(config.ranks)
   {
+    if (only_rank >= 0 && candidates_)
+      throw std::logic_error("the candidates generation prepares all ranks together; it cannot run one rank alone");
     if (config.selection.residual == ResidualKind::mean_field)
       mean_field_ = std::make_unique<MeanFieldResidual>(
           config.workload.n, config.ranks,
           static_cast<std::size_t>(config.selection.carried_cap * static_cast<double>(config.workload.k)));
   }
 
-  // Prepares every rank's selection for `iteration` with up to `threads` host threads.
+  // Prepares every rank's selection (or only_rank's) for `iteration` with up to `threads` host threads.
   void prepare(int iteration, int threads);
   // Host seconds the last prepare() spent on what ranks share (the candidates generation's floor and plan).
   Seconds shared_seconds() const { return shared_seconds_; }
@@ -93,6 +100,7 @@ private:
                        std::vector<SparseVector>& out) const;
 
   const ExperimentConfig& config_;
+  RankId first_rank_, end_rank_; // the ranks prepared here: [first, end)
   bool keep_residual_;
   bool candidates_;
   bool gaussian_;          // policy "gaussian" from candidates (with the mean-field residual)

@@ -76,7 +76,7 @@ MessagePtr LinkLevelTransport::post_send(const PairFunction& pair, Outgoing outg
   return std::move(pairing.message);
 }
 
-MessagePtr LinkLevelTransport::post_receive(const PairFunction& pair, RankId receiver)
+MessagePtr LinkLevelTransport::post_receive(const PairFunction& pair, RankId receiver, RankId /*source*/, Tag /*tag*/)
 {
   spare_message().dest = receiver;
   Pairing pairing = pair(spare_);

@@ -53,7 +53,7 @@ public:
   void rank_finished(RankId rank) override;
 
   MessagePtr post_send(const PairFunction& pair, Outgoing outgoing) override;
-  MessagePtr post_receive(const PairFunction& pair, RankId receiver) override;
+  MessagePtr post_receive(const PairFunction& pair, RankId receiver, RankId source, Tag tag) override;
   void wait(Message& message, bool is_receive) override;
   void wait_all(RankId rank, std::span<const Half> halves) override;
 

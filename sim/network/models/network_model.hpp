@@ -11,6 +11,7 @@
 
 #include "sim/base/units.hpp"
 #include "sim/comm/link_loads.hpp"
+#include "sim/comm/process_group.hpp"
 #include "sim/comm/transport.hpp"
 #include "sim/network/options.hpp"
 #include "topologies/network_graph.hpp"
@@ -51,6 +52,8 @@ public:
   // What the manifest records of this run beyond the config, as fields of one JSON object: what ran
   // (SimGrid's version and options only where SimGrid ran) and the model's counters.
   virtual nlohmann::json manifest_fields() const = 0;
+  // The processes the ranks run in when this process runs only one of them (a real MPI run), else nullptr.
+  virtual ProcessGroup* processes() { return nullptr; }
 };
 
 // Host seconds per posted message at a rank count, measured on this project's 2-core machine

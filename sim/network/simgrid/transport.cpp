@@ -66,7 +66,7 @@ MessagePtr SimGridTransport::post_send(const PairFunction& pair, Outgoing outgoi
   return message;
 }
 
-MessagePtr SimGridTransport::post_receive(const PairFunction& pair, RankId /*receiver*/)
+MessagePtr SimGridTransport::post_receive(const PairFunction& pair, RankId /*receiver*/, RankId /*source*/, Tag /*tag*/)
 {
   MessagePtr message;
   bool matched = false;

@@ -1,0 +1,151 @@
+#include "sim/network/mpi/transport.hpp"
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <sched.h>
+#include <stdexcept>
+
+namespace sparsim {
+
+MpiTransport::MpiTransport(MPI_Comm comm, bool sleep_compute)
+    : comm_(comm)
+    , sleep_compute_(sleep_compute)
+{
+  MPI_Comm_rank(comm_, &rank_);
+  int* upper_bound = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(comm_, MPI_TAG_UB, &upper_bound, &found);
+  tag_upper_bound_ = found ? *upper_bound : 32767; // the standard's guaranteed minimum
+  MPI_Barrier(comm_);
+  start_ = MPI_Wtime();
+}
+
+void MpiTransport::sleep_for(RankId /*rank*/, Seconds duration)
+{
+  if (!sleep_compute_ || duration <= 0)
+    return;
+  // Busy until the time has passed: a sleep's wakeup lags by tens of microseconds, longer than many charges.
+  const double until = MPI_Wtime() + duration;
+  while (MPI_Wtime() < until) {
+  }
+}
+
+void MpiTransport::align_ranks(RankId /*rank*/) { MPI_Barrier(comm_); }
+
+void MpiTransport::rank_finished(RankId /*rank*/)
+{
+  std::vector<MpiMessage*> sends;
+  for (const auto& send : sends_)
+    sends.push_back(send.get());
+  wait_for(sends);
+  sends_.clear();
+  if (!unmatched_.empty())
+    throw std::logic_error(
+        fmt::format("rank {} finished with {} receive(s) posted and never waited on", rank_, unmatched_.size()));
+}
+
+MessagePtr MpiTransport::post_send(const PairFunction& /*pair*/, Outgoing outgoing)
+{
+  if (outgoing.encoded.size() > static_cast<std::size_t>(INT_MAX))
+    throw std::runtime_error(fmt::format("a message of {} bytes from rank {} to rank {}: MPI sends at most {} bytes "
+                                         "in one message here",
+                                         outgoing.encoded.size(), outgoing.source, outgoing.dest, INT_MAX));
+  if (outgoing.tag > static_cast<Tag>(tag_upper_bound_))
+    throw std::runtime_error(
+        fmt::format("tag {} is above this MPI's largest tag (MPI_TAG_UB = {})", outgoing.tag, tag_upper_bound_));
+  auto m = std::make_shared<MpiMessage>();
+  m->source = outgoing.source;
+  m->dest = outgoing.dest;
+  m->bytes = outgoing.bytes;
+  m->phase = outgoing.phase;
+  m->tag = outgoing.tag;
+  m->encoded = std::move(outgoing.encoded);
+  MPI_Isend(m->encoded.data(), static_cast<int>(m->encoded.size()), MPI_BYTE, m->dest, static_cast<int>(m->tag), comm_,
+            &m->request);
+  std::erase_if(sends_, [&](const auto& send) { return completes(*send); });
+  sends_.push_back(m);
+  return m;
+}
+
+MessagePtr MpiTransport::post_receive(const PairFunction& /*pair*/, RankId receiver, RankId source, Tag tag)
+{
+  auto m = std::make_shared<MpiMessage>();
+  m->source = source;
+  m->dest = receiver;
+  m->tag = tag;
+  unmatched_.push_back(m);
+  match_receives();
+  return m;
+}
+
+bool MpiTransport::match_receives()
+{
+  bool any = false;
+  for (auto it = unmatched_.begin(); it != unmatched_.end();) {
+    MpiMessage& m = **it;
+    int found = 0;
+    MPI_Message handle;
+    MPI_Status status;
+    MPI_Improbe(m.source, static_cast<int>(m.tag), comm_, &found, &handle, &status);
+    if (!found) {
+      ++it;
+      continue;
+    }
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    m.encoded.resize(static_cast<std::size_t>(count));
+    m.bytes = static_cast<Bytes>(count);
+    MPI_Imrecv(m.encoded.data(), count, MPI_BYTE, &handle, &m.request);
+    m.matched = true;
+    it = unmatched_.erase(it);
+    any = true;
+  }
+  return any;
+}
+
+bool MpiTransport::completes(MpiMessage& m)
+{
+  if (m.done)
+    return true;
+  if (m.request == MPI_REQUEST_NULL) // a receive not matched yet
+    return false;
+  int flag = 0;
+  MPI_Test(&m.request, &flag, MPI_STATUS_IGNORE);
+  if (!flag)
+    return false;
+  m.done = true;
+  if (!m.matched) // a send: its buffer is free again
+    m.encoded = WireBuffer();
+  return true;
+}
+
+void MpiTransport::wait_for(std::span<MpiMessage* const> messages)
+{
+  for (;;) {
+    const bool matched = match_receives();
+    bool all = true;
+    for (MpiMessage* m : messages)
+      all = completes(*m) && all;
+    if (all)
+      return;
+    if (!matched)
+      sched_yield();
+  }
+}
+
+void MpiTransport::wait(Message& message, bool /*is_receive*/)
+{
+  MpiMessage* m = &static_cast<MpiMessage&>(message);
+  wait_for(std::span<MpiMessage* const>(&m, 1));
+}
+
+void MpiTransport::wait_all(RankId /*rank*/, std::span<const Half> halves)
+{
+  waiting_.clear();
+  for (const Half& half : halves)
+    waiting_.push_back(static_cast<MpiMessage*>(half.message));
+  wait_for(waiting_);
+}
+
+} // namespace sparsim

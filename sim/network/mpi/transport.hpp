@@ -1,0 +1,73 @@
+// The Transport of a real MPI run (sparsim-mpi): one rank per process, messages as the bytes the simulation
+// charges (sim/data/wire_codec.hpp) moved by MPI point-to-point calls, times measured with MPI_Wtime.
+//
+// Sends are MPI_Isend of the encoded payload. A receive does not know its size in advance (a sparse
+// selection's length is the sender's), so it is matched with MPI_Improbe and received with MPI_Imrecv into a
+// buffer of the probed size. Receives are matched lazily, in the order they were posted (MPI's non-overtaking
+// order per source and tag): every wait first tries to match every posted receive, not only the one it waits
+// for, so a rank waiting on a large send (rendezvous: it needs the peer's matching receive) never holds back a
+// receive a peer's wait depends on. Waits poll (MPI_Test) and yield the core between polls, so more processes
+// than cores (the tests oversubscribe) still progress.
+//
+// Simulated time is the host's: now() is MPI_Wtime since the transport was made; align_ranks is MPI_Barrier.
+// The compute model's charges (training step, selection, reductions) are not spent by default (the GPU work is
+// not run), or slept when `sleep_compute` is set.
+//
+// LIMITATIONS: a message is at most INT_MAX bytes and a tag at most MPI_TAG_UB (a clear error otherwise); the
+// barrier aligns the processes only as closely as MPI_Barrier does (a few microseconds on one host).
+#pragma once
+
+#include "sim/comm/transport.hpp"
+
+#include <mpi.h>
+
+#include <memory>
+#include <vector>
+
+namespace sparsim {
+
+class MpiTransport : public Transport {
+public:
+  // The calling process's rank of `comm` is the rank it runs.
+  MpiTransport(MPI_Comm comm, bool sleep_compute);
+
+  Seconds now() const override { return MPI_Wtime() - start_; }
+  void sleep_for(RankId rank, Seconds duration) override;
+  void align_ranks(RankId rank) override;
+  void rank_finished(RankId rank) override;
+  bool moves_bytes() const override { return true; }
+  bool carries_phase() const override { return false; }
+
+  MessagePtr post_send(const PairFunction& pair, Outgoing outgoing) override;
+  MessagePtr post_receive(const PairFunction& pair, RankId receiver, RankId source, Tag tag) override;
+  void wait(Message& message, bool is_receive) override;
+  void wait_all(RankId rank, std::span<const Half> halves) override;
+
+  bool sleeps_compute() const { return sleep_compute_; }
+
+private:
+  struct MpiMessage : Message {
+    Tag tag = 0;
+    MPI_Request request = MPI_REQUEST_NULL; // the send, or the receive once matched
+    bool matched = false;                   // a receive: its message found (MPI_Improbe)
+    bool done = false;
+  };
+
+  // Matches every posted receive whose message has arrived, in posting order; returns whether any matched.
+  bool match_receives();
+  // Whether `m` has completed (tests its request once).
+  bool completes(MpiMessage& m);
+  // Polls until every one of `messages` has completed.
+  void wait_for(std::span<MpiMessage* const> messages);
+
+  MPI_Comm comm_;
+  RankId rank_;
+  int tag_upper_bound_;
+  bool sleep_compute_;
+  double start_;
+  std::vector<std::shared_ptr<MpiMessage>> unmatched_; // receives posted and not matched, in posting order
+  std::vector<std::shared_ptr<MpiMessage>> sends_;     // sends posted, kept until done (MPI reads their bytes)
+  std::vector<MpiMessage*> waiting_;                   // scratch
+};
+
+} // namespace sparsim
