@@ -10,6 +10,8 @@
 #include "sim/data/dense.hpp"
 #include "sim/data/wire.hpp"
 
+#include <array>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -42,27 +44,53 @@ struct RankGroup {
   int index_of(RankId rank) const { return (rank - base) / stride; }
 };
 
+// The bytes of a member's part, which every member knows before an allgather: a fixed size (same_bytes_as), or
+// sizes gathered first. Where bytes move (a real MPI run) the receiver cuts a bundle's parts apart with them.
+using PartBytes = std::function<Bytes(int member)>;
+template <class T> PartBytes same_bytes_as(const Communicator& comm, const T& example)
+{
+  const Bytes bytes = wire_bytes(example, comm.wire());
+  return [bytes](int) { return bytes; };
+}
+
 // Bruck's allgather (recursive doubling for any group size G) among the members of `group`: in step j member m
 // sends the parts of members m .. m+c-1 (c = min(2^j, G - 2^j), mod G) to member m - 2^j and receives those of
 // m + 2^j .. from member m + 2^j. ceil(log2 G) steps; each member receives every other part once. The parts
-// are indexed by member.
+// are indexed by member. Without `part_bytes` the receiver does not know the parts' sizes: the simulation's
+// Bundle carries them, and where bytes move the algorithm cannot run yet.
 template <class T>
-Gathered<T> bruck_allgather(Communicator& comm, std::shared_ptr<const T> mine, Tag tag_base, const RankGroup& group)
+Gathered<T> bruck_allgather(Communicator& comm, std::shared_ptr<const T> mine, Tag tag_base, const RankGroup& group,
+                            const PartBytes& part_bytes = {})
 {
   const int G = group.size;
   const int m = group.index_of(comm.rank());
   Gathered<T> gathered(G);
   gathered[m] = std::move(mine);
   for (int distance = 1, step = 0; distance < G; distance *= 2, ++step) {
+    const int count = std::min(distance, G - distance);
     auto bundle = std::make_shared<Bundle<T>>();
-    for (int i = 0; i < std::min(distance, G - distance); ++i) {
+    for (int i = 0; i < count; ++i) {
       const int owner = (m + i) % G;
       bundle->owners.push_back(owner);
       bundle->parts.push_back(gathered[owner]);
     }
-    auto incoming =
-        comm.sendrecv(group.member((m - distance + G) % G), std::shared_ptr<const Bundle<T>>(std::move(bundle)),
-                      group.member((m + distance) % G), tag_base + step);
+    std::array<Request, 2> both;
+    both[1] = comm.isend(group.member((m - distance + G) % G), tag_base + step,
+                         std::shared_ptr<const Bundle<T>>(std::move(bundle)));
+    both[0] = comm.irecv(group.member((m + distance) % G), tag_base + step);
+    comm.wait_all(both);
+    std::shared_ptr<const Bundle<T>> incoming;
+    if (part_bytes) { // the parts of members m + distance .. m + distance + count - 1
+      std::vector<RankId> owners;
+      std::vector<Bytes> sizes;
+      for (int i = 0; i < count; ++i) {
+        owners.push_back((m + distance + i) % G);
+        sizes.push_back(part_bytes(owners.back()));
+      }
+      incoming = comm.take_bundle<T>(both[0], std::move(owners), sizes);
+    } else {
+      incoming = comm.take<Bundle<T>>(both[0]);
+    }
     for (std::size_t i = 0; i < incoming->owners.size(); ++i)
       gathered[incoming->owners[i]] = incoming->parts[i];
   }
@@ -70,9 +98,11 @@ Gathered<T> bruck_allgather(Communicator& comm, std::shared_ptr<const T> mine, T
 }
 
 // Bruck's allgather among all ranks: the parts indexed by rank.
-template <class T> Gathered<T> bruck_allgather(Communicator& comm, std::shared_ptr<const T> mine, Tag tag_base)
+template <class T>
+Gathered<T> bruck_allgather(Communicator& comm, std::shared_ptr<const T> mine, Tag tag_base,
+                            const PartBytes& part_bytes = {})
 {
-  return bruck_allgather(comm, std::move(mine), tag_base, RankGroup::all(comm));
+  return bruck_allgather(comm, std::move(mine), tag_base, RankGroup::all(comm), part_bytes);
 }
 
 // A slice [begin, end) of a dense vector, cut into `parts` near-equal blocks (block b taken mod parts).

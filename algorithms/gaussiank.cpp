@@ -75,7 +75,8 @@ public:
     // Phase 1: every rank learns every selection's size (the allgatherv's receive counts).
     {
       auto scope = comm.phase("sizes");
-      bruck_allgather(comm, std::make_shared<const Count>(Count{static_cast<std::int64_t>(mine->size())}), kSizesTag);
+      const Count size{static_cast<std::int64_t>(mine->size())};
+      bruck_allgather(comm, std::make_shared<const Count>(size), kSizesTag, same_bytes_as(comm, size));
     }
     // Phase 2: the indices of every selection.
     {

@@ -275,16 +275,19 @@ private:
   static std::shared_ptr<const SparseVector> reevaluate(Communicator& comm, std::shared_ptr<const SparseVector> reduced,
                                                         std::uint64_t k, State& state)
   {
+    Gathered<Count> sizes;
     {
-      // The regions' sizes first (the allgatherv's receive counts; the simulation needs none).
+      // The regions' sizes first (the allgatherv's receive counts).
       auto scope = comm.phase("reevaluation_counts");
-      bruck_allgather(comm, std::make_shared<const Count>(Count{static_cast<std::int64_t>(reduced->size())}),
-                      kReevaluationCountsTag);
+      const Count size{static_cast<std::int64_t>(reduced->size())};
+      sizes =
+          bruck_allgather(comm, std::make_shared<const Count>(size), kReevaluationCountsTag, same_bytes_as(comm, size));
     }
     Gathered<SparseVector> regions;
     {
       auto scope = comm.phase("reevaluation_allgather");
-      regions = bruck_allgather(comm, std::move(reduced), kGatherTag);
+      regions = bruck_allgather(comm, std::move(reduced), kGatherTag,
+                                [&](int q) { return entries_bytes(comm, sizes[q]->value); });
     }
     // Every rank holds the same regions: the top-k of their concatenation is computed once for all.
     auto result = reduce_charged(comm, [&] {
@@ -302,6 +305,12 @@ private:
     state.global_threshold = kth;
     state.have_global_threshold = true;
     return result;
+  }
+
+  // The bytes of a sparse part of `entries` entries.
+  static Bytes entries_bytes(const Communicator& comm, std::int64_t entries)
+  {
+    return sparse_wire_bytes(static_cast<std::uint64_t>(entries), comm.wire());
   }
 
   std::shared_ptr<const SparseVector> select_and_allgather(Communicator& comm, const SparseVector& reduced,
@@ -323,12 +332,14 @@ private:
     std::vector<std::int64_t> counts(P);
     {
       auto scope = comm.phase("global_counts");
-      auto gathered = bruck_allgather(
-          comm, std::make_shared<const Counts>(Counts{{static_cast<std::int64_t>(global->size())}}), kGlobalCountsTag);
+      const Counts mine{{static_cast<std::int64_t>(global->size())}};
+      auto gathered =
+          bruck_allgather(comm, std::make_shared<const Counts>(mine), kGlobalCountsTag, same_bytes_as(comm, mine));
       for (int q = 0; q < P; ++q)
         counts[q] = gathered[q]->values.at(0);
     }
-    const double total = static_cast<double>(std::accumulate(counts.begin(), counts.end(), std::int64_t{0}));
+    const std::int64_t total_count = std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
+    const double total = static_cast<double>(total_count);
     if (total < params_.rules.low * k)
       state.global_threshold /= params_.rules.down;
     else if (total > params_.rules.high * k)
@@ -336,11 +347,14 @@ private:
 
     if (!params_.balancing) {
       auto scope = comm.phase("allgatherv");
-      return concatenate_once(comm, bruck_allgather(comm, std::shared_ptr<const SparseVector>(global), kAllgathervTag));
+      return concatenate_once(comm, bruck_allgather(comm, std::shared_ptr<const SparseVector>(global), kAllgathervTag,
+                                                    [&](int q) { return entries_bytes(comm, counts[q]); }));
     }
     std::shared_ptr<const SparseVector> block = balance(comm, *global, counts);
     auto scope = comm.phase("allgatherv");
-    return concatenate_once(comm, bruck_allgather(comm, block, kAllgathervTag));
+    return concatenate_once(comm, bruck_allgather(comm, block, kAllgathervTag, [&](int b) { // balance's block sizes
+                              return entries_bytes(comm, total_count / P + (b < total_count % P ? 1 : 0));
+                            }));
   }
 
   // Data balancing: the concatenation of all G_q (in rank order) is cut into P blocks of floor(T/P) or

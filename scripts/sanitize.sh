@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${SPARSIM_ASAN_BUILD_DIR:-build-asan}
 
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARSIM_SANITIZE=ON >/dev/null
+# Without sparsim-mpi for now: Open MPI is not instrumented and its leak reports need suppressions (docs/mpi.md).
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARSIM_SANITIZE=ON -DSPARSIM_MPI=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)"
 
 # SimGrid (not instrumented) switches between actor stacks; ASan warns once per process that it cannot follow

@@ -120,6 +120,32 @@ public:
     return take<T>(both[0]);
   }
 
+  // The payload of a completed receive of a Bundle whose layout the receiver knows: its parts' owners and each
+  // part's bytes, in order. Where bytes move they cut the parts apart; in a simulation the Bundle arrives whole
+  // and must match them (std::logic_error otherwise: the receiver's expectation is part of the algorithm).
+  template <class T>
+  std::shared_ptr<const Bundle<T>> take_bundle(Request& request, std::vector<RankId> owners,
+                                               std::span<const Bytes> part_bytes)
+  {
+    if (!request.done_ || !request.receive_)
+      throw std::logic_error("Communicator::take_bundle on a receive that has not completed");
+    if (moves_bytes_ && !request.message_->payload) {
+      Message& message = *request.message_;
+      message.payload = decode_bundle<T>(message.encoded, std::move(owners), part_bytes, wire());
+      message.type = typeid(Bundle<T>);
+      message.encoded = WireBuffer();
+      return take<Bundle<T>>(request);
+    }
+    auto bundle = take<Bundle<T>>(request);
+    bool matches = bundle->owners == owners && bundle->parts.size() == part_bytes.size();
+    for (std::size_t i = 0; matches && i < part_bytes.size(); ++i)
+      matches = wire_bytes(*bundle->parts[i], wire()) == part_bytes[i];
+    if (!matches)
+      throw std::logic_error("Communicator::take_bundle: the bundle from rank " + std::to_string(request.peer_) +
+                             " is not the layout its receiver expects");
+    return bundle;
+  }
+
   // A result every rank of the World computes identically from the same payloads, computed once
   // (SharedResults with all ranks as users; with one rank per process, by each rank).
   template <class T, class Compute>

@@ -44,10 +44,12 @@ inline Bytes wire_bytes(const DenseBlock& block, const WireFormat& wire)
   return block.length * static_cast<Bytes>(wire.value_bytes);
 }
 // A sparse vector costs one index and one value per element.
-inline Bytes wire_bytes(const SparseVector& v, const WireFormat& wire)
+// A sparse payload of `entries` entries (what a receiver that knows the count expects).
+inline Bytes sparse_wire_bytes(std::uint64_t entries, const WireFormat& wire)
 {
-  return v.size() * static_cast<Bytes>(wire.index_bytes + wire.value_bytes);
+  return entries * static_cast<Bytes>(wire.index_bytes + wire.value_bytes);
 }
+inline Bytes wire_bytes(const SparseVector& v, const WireFormat& wire) { return sparse_wire_bytes(v.size(), wire); }
 // One array of a sparse payload V (a SparseVector, a SparseSlice), sent on its own: codes that send a selection's
 // indices and its values as two messages (the reference implementation's Gaussiank allgathers, Ok-Topk's
 // two-message split) send these. Each costs its own array's bytes.

@@ -62,6 +62,11 @@ std::vector<float> decode_values(WireBytes bytes);  // a ValuesOf
 // (a Bundle its parts' sizes, an index/value pair its other half) and throw std::logic_error naming the type:
 // the algorithms that send them do not yet run where bytes move (docs/mpi.md).
 template <class T> std::shared_ptr<const T> decode_payload(WireBytes bytes, const WireFormat& wire);
+// A Bundle whose layout the receiver knows: its parts' owners and each part's bytes, in order (each part decoded
+// by decode_payload). std::runtime_error when the bytes are not the parts' sum.
+template <class T>
+std::shared_ptr<const Bundle<T>> decode_bundle(WireBytes bytes, std::vector<RankId> owners,
+                                               std::span<const Bytes> part_bytes, const WireFormat& wire);
 
 // Whether `bytes` decode to `payload` (values compared bit for bit; phantom dense blocks by length).
 bool decodes_to(const DenseBlock& block, WireBytes bytes, const WireFormat& wire);
@@ -174,6 +179,25 @@ template <class T> std::shared_ptr<const T> decode_payload(WireBytes bytes, cons
                            " payload does not decode from its bytes alone (the receiver would need to know its "
                            "parts' sizes); the algorithm that sends it does not run where bytes move yet");
   }
+}
+
+template <class T>
+std::shared_ptr<const Bundle<T>> decode_bundle(WireBytes bytes, std::vector<RankId> owners,
+                                               std::span<const Bytes> part_bytes, const WireFormat& wire)
+{
+  auto bundle = std::make_shared<Bundle<T>>();
+  bundle->owners = std::move(owners);
+  std::size_t offset = 0;
+  for (const Bytes size : part_bytes) {
+    if (size > bytes.size() - offset)
+      break;
+    bundle->parts.push_back(decode_payload<T>(bytes.subspan(offset, size), wire));
+    offset += size;
+  }
+  if (bundle->parts.size() != part_bytes.size() || offset != bytes.size())
+    throw std::runtime_error("wire: a bundle of " + std::to_string(bytes.size()) + " bytes is not its " +
+                             std::to_string(part_bytes.size()) + " parts' announced sizes");
+  return bundle;
 }
 
 } // namespace sparsim
