@@ -24,6 +24,7 @@
 #include "algorithms/collectives.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/steps.hpp"
+#include "sim/data/wire_codec.hpp"
 
 #include <cmath>
 
@@ -73,35 +74,43 @@ public:
   {
     const auto& mine = input.local_selection;
     // Phase 1: every rank learns every selection's size (the allgatherv's receive counts).
+    Gathered<Count> sizes;
     {
       auto scope = comm.phase("sizes");
       const Count size{static_cast<std::int64_t>(mine->size())};
-      bruck_allgather(comm, std::make_shared<const Count>(size), kSizesTag, same_bytes_as(comm, size));
+      sizes = bruck_allgather(comm, std::make_shared<const Count>(size), kSizesTag, same_bytes_as(comm, size));
     }
+    auto array_bytes = [&](int element_bytes) {
+      return [&sizes, element_bytes](int q) { return static_cast<Bytes>(sizes[q]->value) * element_bytes; };
+    };
     // Phase 2: the indices of every selection.
+    Gathered<IndicesOf<SparseVector>> indices;
     {
       auto scope = comm.phase("allgather_indices");
-      allgather(comm, std::make_shared<const IndicesOf<SparseVector>>(IndicesOf<SparseVector>{mine}), kIndicesTag);
+      indices = allgather(comm, std::make_shared<const IndicesOf<SparseVector>>(IndicesOf<SparseVector>{mine}),
+                          kIndicesTag, array_bytes(comm.wire().index_bytes));
     }
-    // Phase 3: their values. Both arrays of a rank's selection are the one shared vector: after the values'
-    // allgather every rank holds every selection.
+    // Phase 3: their values; each rank's indices and values make its selection again (in a simulation both
+    // arrays are the one shared vector).
     Gathered<SparseVector> gathered(comm.size());
     {
       auto scope = comm.phase("allgather_values");
-      const auto values =
-          allgather(comm, std::make_shared<const ValuesOf<SparseVector>>(ValuesOf<SparseVector>{mine}), kValuesTag);
+      const auto values = allgather(comm, std::make_shared<const ValuesOf<SparseVector>>(ValuesOf<SparseVector>{mine}),
+                                    kValuesTag, array_bytes(comm.wire().value_bytes));
       for (std::size_t owner = 0; owner < values.size(); ++owner)
-        gathered[owner] = values[owner]->of;
+        gathered[owner] = rejoined(*indices[owner], *values[owner]);
     }
     // Phase 4: the union sum in rank order (the same parts on every rank: computed once for all).
     return union_sum_of_gathered(comm, gathered);
   }
 
 private:
-  template <class T> Gathered<T> allgather(Communicator& comm, std::shared_ptr<const T> mine, Tag tag_base) const
+  template <class T>
+  Gathered<T> allgather(Communicator& comm, std::shared_ptr<const T> mine, Tag tag_base,
+                        const PartBytes& part_bytes) const
   {
     return allgather_ == "ring" ? ring_allgather(comm, std::move(mine), tag_base)
-                                : bruck_allgather(comm, std::move(mine), tag_base);
+                                : bruck_allgather(comm, std::move(mine), tag_base, part_bytes);
   }
 
   std::string allgather_;

@@ -32,6 +32,7 @@
 #include "algorithms/steps.hpp"
 #include "sim/data/dense.hpp"
 #include "sim/data/sparse_ops.hpp"
+#include "sim/data/wire_codec.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -261,8 +262,10 @@ private:
             }
           },
           [&](const ExchangeStep& step, std::span<Request> receives) {
-            parts[step.source] = params_.messages_per_step == 1 ? *comm.take<SparseSlice>(receives[0])
-                                                                : *comm.take<IndicesOf<SparseSlice>>(receives[0])->of;
+            parts[step.source] = params_.messages_per_step == 1
+                                     ? *comm.take<SparseSlice>(receives[0])
+                                     : *rejoined(*comm.take<IndicesOf<SparseSlice>>(receives[0]),
+                                                 *comm.take<ValuesOf<SparseSlice>>(receives[1]));
             if (static_cast<std::int64_t>(parts[step.source].size()) != announced[step.source])
               throw std::logic_error("oktopk: a region slice differs from its announced count");
           });

@@ -101,6 +101,49 @@ TEST(WireCodec, WhatCannotTravelIsRefused)
   EXPECT_THROW(decode_count(WireBuffer(8)), std::invalid_argument);
 }
 
+// What a receiver rebuilds from the bytes alone (decode_payload), from bytes and the layout it knows
+// (decode_bundle), and from two halves (rejoined): the payloads the sender had.
+TEST(WireCodec, ReceiversRebuildThePayloadsFromTheirBytes)
+{
+  const WireFormat wire;
+  const auto pairs = std::make_shared<const SparseVector>(SparseVector{{2, 9, 40}, {1.5f, -0.0f, 7.0f}});
+  const auto slice = decode_payload<SparseSlice>(encode(SparseSlice{pairs, 1, 3}, wire), wire);
+  EXPECT_EQ(slice->size(), 2u);
+  EXPECT_EQ(slice->view().indices[1], 40u);
+  EXPECT_EQ(decode_payload<Count>(encode(Count{-3}, wire), wire)->value, -3);
+
+  // A bundle cut by its parts' sizes; sizes that do not add up to the bytes are refused.
+  Bundle<SparseVector> bundle;
+  bundle.owners = {4, 0};
+  bundle.parts = {pairs, std::make_shared<const SparseVector>(SparseVector{{5}, {2.5f}})};
+  const WireBuffer bytes = encode(bundle, wire);
+  const std::vector<Bytes> sizes = {wire_bytes(*bundle.parts[0], wire), wire_bytes(*bundle.parts[1], wire)};
+  const auto decoded = decode_bundle<SparseVector>(bytes, {4, 0}, sizes, wire);
+  EXPECT_EQ(decoded->owners, (std::vector<RankId>{4, 0}));
+  ASSERT_EQ(decoded->parts.size(), 2u);
+  EXPECT_TRUE(*decoded->parts[0] == *pairs);
+  EXPECT_EQ(decoded->parts[1]->indices, (std::vector<Index>{5}));
+  EXPECT_THROW(decode_bundle<SparseVector>(bytes, {4, 0}, std::vector<Bytes>{sizes[0], sizes[1] + 8}, wire),
+               std::runtime_error);
+  EXPECT_THROW(decode_bundle<SparseVector>(bytes, {4}, std::vector<Bytes>{sizes[0]}, wire), std::runtime_error);
+  EXPECT_THROW(decode_payload<Bundle<SparseVector>>(bytes, wire), std::logic_error) << "sizes unknown";
+
+  // Indices and values sent apart: each half decodes alone, and the two make the payload again.
+  const auto indices = decode_payload<IndicesOf<SparseSlice>>(encode(IndicesOf<SparseVector>{pairs}, wire), wire);
+  const auto values = decode_payload<ValuesOf<SparseSlice>>(encode(ValuesOf<SparseVector>{pairs}, wire), wire);
+  EXPECT_EQ(wire_bytes(*values, wire), wire_bytes(ValuesOf<SparseVector>{pairs}, wire)) << "forwarded as received";
+  const auto whole = rejoined(*indices, *values);
+  EXPECT_EQ(whole->size(), 3u);
+  EXPECT_EQ(std::vector<Index>(whole->view().indices.begin(), whole->view().indices.end()), pairs->indices);
+  EXPECT_TRUE(std::signbit(whole->view().values[1]));
+  // In a simulation both halves view one payload: that one comes back.
+  const auto shared = std::make_shared<const SparseVector>(*pairs);
+  EXPECT_EQ(rejoined(IndicesOf<SparseVector>{shared}, ValuesOf<SparseVector>{shared}), shared);
+  const auto short_values = std::make_shared<const ValuesOf<SparseVector>>(
+      ValuesOf<SparseVector>{std::make_shared<const SparseVector>(SparseVector{{1}, {1.0f}})});
+  EXPECT_THROW(rejoined(IndicesOf<SparseVector>{shared}, *short_values), std::runtime_error);
+}
+
 // A payload whose charge and encoding disagree: check_encoding must say so.
 struct Misfit {
   SparseVector pairs;

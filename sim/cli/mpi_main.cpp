@@ -75,8 +75,8 @@ Arguments parse_arguments(int argc, char** argv)
 // The algorithms whose payloads cross processes so far: their messages decode from their bytes alone
 // (sim/data/wire_codec.hpp, decode_payload).
 const std::set<std::string> kRunnableAlgorithms = {
-    "dense_ring", "dense_rabenseifner",           "dense_recursive_doubling", "dense_hierarchical", "topka", "gtopk",
-    "oktopk",     "sparcml_ssar_recursive_double"};
+    "dense_ring", "dense_rabenseifner", "dense_recursive_doubling",     "dense_hierarchical", "topka", "gtopk",
+    "oktopk",     "gaussiank",          "sparcml_ssar_recursive_double"};
 
 // Refuses, naming the JSON path, what this backend cannot run yet or cannot run the same as the simulation.
 void check_runnable(const sparsim::ExperimentConfig& config, int processes)
@@ -101,10 +101,6 @@ void check_runnable(const sparsim::ExperimentConfig& config, int processes)
     throw ConfigError(
         "algorithm.allgather", allgather.dump(),
         "\"ring\" under sparsim-mpi (the recursive-doubling allgather's bundles do not decode from their bytes yet)");
-  if (const nlohmann::json messages = config.algorithm->params().value("messages_per_step", nlohmann::json());
-      algorithm == "oktopk" && messages != 1)
-    throw ConfigError("algorithm.messages_per_step", messages.dump(),
-                      "1 under sparsim-mpi (indices and values sent apart do not decode from their bytes yet)");
   if (config.workload.data != sparsim::DataMode::real)
     throw ConfigError("workload.data", "\"phantom\"", "\"real\" under sparsim-mpi (a real run moves values)");
   if (!sparsim::encodable(config.workload.wire))

@@ -58,10 +58,15 @@ std::vector<float> decode_values(WireBytes bytes);  // a ValuesOf
 
 // The receiver's side of a message whose type it knows (Communicator::take under a transport that moves bytes),
 // for the payload types whose bytes alone say what they hold: a dense block, a sparse vector (a slice arrives as
-// the whole of a new vector), counts, a count and 64-bit sums. The others need what the receiver learnt earlier
-// (a Bundle its parts' sizes, an index/value pair its other half) and throw std::logic_error naming the type:
-// the algorithms that send them do not yet run where bytes move (docs/mpi.md).
+// the whole of a new vector), counts, a count, 64-bit sums, and one half of a sparse payload sent as two
+// messages (IndicesOf, ValuesOf: its own array, the other one zero-filled until `rejoined` puts the halves
+// together). A Bundle needs its parts' sizes (decode_bundle); other types throw std::logic_error naming the
+// type: the algorithms that send them do not yet run where bytes move (docs/mpi.md).
 template <class T> std::shared_ptr<const T> decode_payload(WireBytes bytes, const WireFormat& wire);
+// A sparse payload sent as two messages, whole again. In a simulation both halves view the same payload, which is
+// returned; where bytes move each half arrived on its own and the indices of one and the values of the other
+// make a new one. std::runtime_error when their lengths differ.
+template <class V> std::shared_ptr<const V> rejoined(const IndicesOf<V>& indices, const ValuesOf<V>& values);
 // A Bundle whose layout the receiver knows: its parts' owners and each part's bytes, in order (each part decoded
 // by decode_payload). std::runtime_error when the bytes are not the parts' sum.
 template <class T>
@@ -156,8 +161,34 @@ template <class T> bool decodes_to(const Bundle<T>& bundle, WireBytes bytes, con
   return offset == bytes.size();
 }
 
+namespace wire_detail {
+// Which half of a sparse payload T is, if any, and of what.
+template <class T> struct HalfOf {
+  static constexpr bool indices = false, values = false;
+};
+template <class V> struct HalfOf<IndicesOf<V>> {
+  static constexpr bool indices = true, values = false;
+  using Of = V;
+};
+template <class V> struct HalfOf<ValuesOf<V>> {
+  static constexpr bool indices = false, values = true;
+  using Of = V;
+};
+// A new vector as a payload of type V (a SparseVector, or a SparseSlice of all of it).
+template <class V> std::shared_ptr<const V> as_payload(std::shared_ptr<const SparseVector> whole)
+{
+  if constexpr (std::is_same_v<V, SparseVector>) {
+    return whole;
+  } else {
+    const std::size_t size = whole->size();
+    return std::make_shared<const SparseSlice>(SparseSlice{std::move(whole), 0, size});
+  }
+}
+} // namespace wire_detail
+
 template <class T> std::shared_ptr<const T> decode_payload(WireBytes bytes, const WireFormat& wire)
 {
+  using Half = wire_detail::HalfOf<T>;
   if constexpr (std::is_same_v<T, DenseBlock>) {
     return std::make_shared<const DenseBlock>(decode_dense(bytes, wire));
   } else if constexpr (std::is_same_v<T, SparseVector>) {
@@ -172,6 +203,17 @@ template <class T> std::shared_ptr<const T> decode_payload(WireBytes bytes, cons
     return std::make_shared<const Count>(decode_count(bytes));
   } else if constexpr (std::is_same_v<T, Sums64>) {
     return std::make_shared<const Sums64>(decode_sums64(bytes));
+  } else if constexpr (Half::indices || Half::values) {
+    require_encodable(wire);
+    auto whole = std::make_shared<SparseVector>();
+    if constexpr (Half::indices) {
+      whole->indices = decode_indices(bytes);
+      whole->values.assign(whole->indices.size(), 0.0f);
+    } else {
+      whole->values = decode_values(bytes);
+      whole->indices.assign(whole->values.size(), 0);
+    }
+    return std::make_shared<const T>(T{wire_detail::as_payload<typename Half::Of>(std::move(whole))});
   } else {
     (void)bytes;
     (void)wire;
@@ -198,6 +240,20 @@ std::shared_ptr<const Bundle<T>> decode_bundle(WireBytes bytes, std::vector<Rank
     throw std::runtime_error("wire: a bundle of " + std::to_string(bytes.size()) + " bytes is not its " +
                              std::to_string(part_bytes.size()) + " parts' announced sizes");
   return bundle;
+}
+
+template <class V> std::shared_ptr<const V> rejoined(const IndicesOf<V>& indices, const ValuesOf<V>& values)
+{
+  if (indices.of == values.of)
+    return indices.of;
+  const SparseView with_indices = wire_detail::view_of(*indices.of), with_values = wire_detail::view_of(*values.of);
+  if (with_indices.indices.size() != with_values.values.size())
+    throw std::runtime_error("wire: a payload's indices (" + std::to_string(with_indices.indices.size()) +
+                             ") and values (" + std::to_string(with_values.values.size()) + ") differ in length");
+  auto whole = std::make_shared<SparseVector>();
+  whole->indices.assign(with_indices.indices.begin(), with_indices.indices.end());
+  whole->values.assign(with_values.values.begin(), with_values.values.end());
+  return wire_detail::as_payload<V>(std::move(whole));
 }
 
 } // namespace sparsim

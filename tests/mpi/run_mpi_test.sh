@@ -2,8 +2,8 @@
 # sparsim-mpi against the simulation: the same config (a star of RANKS nodes, calibrated BERT gradients, small
 # n) run by `sparsim run` and by `mpirun -np RANKS sparsim-mpi run` must give the same messages and bytes per
 # iteration, rank and phase (ranks.csv; times differ: measured vs simulated), pass the verification, and
-# write no links.csv. Mode "errors" checks bad input instead: a wrong -np and an algorithm the backend does
-# not run yet end every process with an error on rank 0, exit status 2, no hang.
+# write no links.csv. Mode "errors" checks bad input instead: a wrong -np and an algorithm variant the backend
+# does not run yet end every process with an error on rank 0, exit status 2, no hang.
 # Usage: bash tests/mpi/run_mpi_test.sh SPARSIM SPARSIM_MPI WORKDIR RANKS 'ALGORITHM_JSON'
 #        bash tests/mpi/run_mpi_test.sh SPARSIM SPARSIM_MPI WORKDIR errors
 set -euo pipefail
@@ -35,13 +35,13 @@ if [ "$4" = errors ]; then
   grep -q "config error at ranks: got 8, expected the number of MPI processes (2)" "$dir/np.log" ||
     fail "-np 2 for 8 ranks: no error naming ranks: $(cat "$dir/np.log")"
   [ "$(grep -c "config error" "$dir/np.log")" = 1 ] || fail "the error is printed by rank 0 only"
-  config unsupported 4 '{"name": "oktopk"}'
+  config unsupported 4 '{"name": "topka", "allgather": "recursive_doubling"}'
   status=0
   "${mpirun[@]}" -np 4 "$sparsim_mpi" run "$dir/unsupported.json" --out "$dir/out" > "$dir/algorithm.log" 2>&1 ||
     status=$?
-  [ "$status" = 2 ] || fail "oktopk: exit status $status, expected 2 ($(cat "$dir/algorithm.log"))"
-  grep -q 'config error at algorithm.name: got "oktopk"' "$dir/algorithm.log" ||
-    fail "oktopk: no error naming algorithm.name: $(cat "$dir/algorithm.log")"
+  [ "$status" = 2 ] || fail "topka's Bruck allgather: exit status $status, expected 2 ($(cat "$dir/algorithm.log"))"
+  grep -q 'config error at algorithm.allgather: got "recursive_doubling"' "$dir/algorithm.log" ||
+    fail "topka's Bruck allgather: no error naming algorithm.allgather: $(cat "$dir/algorithm.log")"
   [ ! -e "$dir/out/manifest.json" ] || fail "a refused run wrote a manifest"
   echo "PASSED: bad input ends every process with exit status 2"
   exit 0
