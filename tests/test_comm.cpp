@@ -364,3 +364,46 @@ TEST(Matcher, PairsExactlyAsABruteForceReference)
   }
   EXPECT_GT(matched, 50000);
 }
+
+// A bundle's receiver states the layout it expects (owners, each part's bytes): a real run cuts the parts apart
+// with it, so in a simulation a layout that is not the bundle's is an error, not ignored.
+TEST(Communicator, TakeBundleChecksTheLayoutTheReceiverExpects)
+{
+  Simulation sim(2);
+  SimGridTransport transport(sim.hosts);
+  World world(transport, static_cast<int>(sim.hosts.size()), WireFormat{});
+  bool right_layout_taken = false, wrong_owners_refused = false, wrong_sizes_refused = false;
+  sg4::Actor::create("r0", sim.hosts[0], [&] {
+    Communicator comm(world, 0);
+    for (int i = 0; i < 3; ++i) {
+      auto bundle = std::make_shared<Bundle<DenseBlock>>();
+      bundle->owners = {0, 1};
+      bundle->parts = {block_of({1, 2}), block_of({3})};
+      comm.send(1, 7, std::shared_ptr<const Bundle<DenseBlock>>(std::move(bundle)));
+    }
+  });
+  sg4::Actor::create("r1", sim.hosts[1], [&] {
+    Communicator comm(world, 1);
+    const std::vector<Bytes> sizes = {8, 4};
+    auto take = [&](std::vector<RankId> owners, std::vector<Bytes> part_bytes) {
+      Request request = comm.irecv(0, 7);
+      comm.wait(request);
+      return comm.take_bundle<DenseBlock>(request, std::move(owners), part_bytes);
+    };
+    right_layout_taken = take({0, 1}, sizes)->parts[1]->values == std::vector<float>{3};
+    try {
+      take({1, 0}, sizes);
+    } catch (const std::logic_error&) {
+      wrong_owners_refused = true;
+    }
+    try {
+      take({0, 1}, {4, 8});
+    } catch (const std::logic_error&) {
+      wrong_sizes_refused = true;
+    }
+  });
+  sim.engine->run();
+  EXPECT_TRUE(right_layout_taken);
+  EXPECT_TRUE(wrong_owners_refused);
+  EXPECT_TRUE(wrong_sizes_refused);
+}

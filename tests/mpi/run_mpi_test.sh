@@ -4,7 +4,7 @@
 # iteration, rank and phase (ranks.csv; times differ: measured vs simulated), pass the verification, and
 # write no links.csv. Mode "errors" checks bad input instead: a wrong -np and an algorithm variant the backend
 # does not run yet end every process with an error on rank 0, exit status 2, no hang.
-# Usage: bash tests/mpi/run_mpi_test.sh SPARSIM SPARSIM_MPI WORKDIR RANKS 'ALGORITHM_JSON'
+# Usage: bash tests/mpi/run_mpi_test.sh SPARSIM SPARSIM_MPI WORKDIR RANKS 'ALGORITHM_JSON' [GPUS_PER_NODE]
 #        bash tests/mpi/run_mpi_test.sh SPARSIM SPARSIM_MPI WORKDIR errors
 set -euo pipefail
 sparsim=$(realpath "$1")
@@ -15,10 +15,12 @@ fail() { echo "FAILED: $*"; exit 1; }
 # (vader) within the host, without the kernel's cross-memory attach that containers often forbid.
 mpirun=(timeout 600 mpirun --allow-run-as-root --oversubscribe --mca btl self,vader
         --mca btl_vader_single_copy_mechanism none)
-config() { # NAME RANKS ALGORITHM_JSON
+config() { # NAME RANKS ALGORITHM_JSON [GPUS_PER_NODE]
+  local gpus=${4:-1} node=""
+  [ "$gpus" = 1 ] || node=", \"node\": {\"gpus\": $gpus, \"fabric\": \"switch\", \"bandwidth\": \"100GBps\", \"latency\": \"300ns\"}"
   cat > "$dir/$1.json" <<JSON
 {"name": "$1", "seed": 7, "ranks": $2, "iterations": 3,
- "topology": {"type": "star", "nodes": $2, "bandwidth": "10GBps", "latency": "1us"},
+ "topology": {"type": "star", "nodes": $2, "bandwidth": "10GBps", "latency": "1us"$node},
  "algorithm": $3,
  "workload": {"n": 65536, "density": 0.01},
  "gradients": {"source": "calibrated", "model": "bert_base"}}
@@ -48,7 +50,7 @@ if [ "$4" = errors ]; then
 fi
 
 ranks=$4
-config check "$ranks" "$5"
+config check "$ranks" "$5" "${6:-1}"
 "$sparsim" run "$dir/check.json" --out "$dir/sim" --quiet --threads 1
 "${mpirun[@]}" -np "$ranks" "$sparsim_mpi" run "$dir/check.json" --out "$dir/mpi" --quiet
 # Messages and bytes of every (iteration, rank, phase) that moved a message.
