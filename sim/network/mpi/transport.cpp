@@ -85,18 +85,19 @@ bool MpiTransport::match_receives()
   for (auto it = unmatched_.begin(); it != unmatched_.end();) {
     MpiMessage& m = **it;
     int found = 0;
-    MPI_Message handle;
     MPI_Status status;
-    MPI_Improbe(m.source, static_cast<int>(m.tag), comm_, &found, &handle, &status);
+    MPI_Iprobe(m.source, static_cast<int>(m.tag), comm_, &found, &status);
     if (!found) {
       ++it;
       continue;
     }
+    // The receive posted right away matches the message probed: the oldest from that source under that tag that
+    // no posted receive has matched (one thread posts them all).
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     m.encoded.resize(static_cast<std::size_t>(count));
     m.bytes = static_cast<Bytes>(count);
-    MPI_Imrecv(m.encoded.data(), count, MPI_BYTE, &handle, &m.request);
+    MPI_Irecv(m.encoded.data(), count, MPI_BYTE, m.source, static_cast<int>(m.tag), comm_, &m.request);
     m.matched = true;
     it = unmatched_.erase(it);
     any = true;

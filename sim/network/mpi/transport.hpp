@@ -2,11 +2,12 @@
 // charges (sim/data/wire_codec.hpp) moved by MPI point-to-point calls, times measured with MPI_Wtime.
 //
 // Sends are MPI_Isend of the encoded payload. A receive does not know its size in advance (a sparse
-// selection's length is the sender's), so it is matched with MPI_Improbe and received with MPI_Imrecv into a
-// buffer of the probed size. Receives are matched lazily, in the order they were posted (MPI's non-overtaking
-// order per source and tag): every wait first tries to match every posted receive, not only the one it waits
-// for, so a rank waiting on a large send (rendezvous: it needs the peer's matching receive) never holds back a
-// receive a peer's wait depends on. Waits poll (MPI_Test) and yield the core between polls, so more processes
+// selection's length is the sender's), so it is found with MPI_Iprobe and posted with MPI_Irecv for the probed
+// size at once (one thread posts every receive, so the receive takes the message probed; SimGrid's SMPI has no
+// MPI_Improbe). Receives are matched lazily, in the order they were posted (MPI's non-overtaking order per
+// source and tag): every wait first tries to match every posted receive, not only the one it waits for, so a
+// rank waiting on a large send (rendezvous: it needs the peer's matching receive) never holds back a receive a
+// peer's wait depends on. Waits poll (MPI_Test) and yield the core between polls, so more processes
 // than cores (the tests oversubscribe) still progress.
 //
 // Simulated time is the host's: now() is MPI_Wtime since the transport was made; align_ranks is MPI_Barrier.
@@ -49,7 +50,7 @@ private:
   struct MpiMessage : Message {
     Tag tag = 0;
     MPI_Request request = MPI_REQUEST_NULL; // the send, or the receive once matched
-    bool matched = false;                   // a receive: its message found (MPI_Improbe)
+    bool matched = false;                   // a receive: its message found (MPI_Iprobe)
     bool done = false;
   };
 
