@@ -45,6 +45,7 @@ public:
 
   // Whether this process runs one rank of the World (a real MPI backend) rather than all of them.
   void set_one_rank_per_process(bool one) { one_rank_per_process_ = one; }
+  bool one_rank_per_process() const { return one_rank_per_process_; }
   // How many ranks of this process take a result that `users` ranks compute from the same payloads
   // (SharedResults): all of them, or the one rank here.
   int users_here(int users) const { return one_rank_per_process_ ? 1 : users; }

@@ -264,8 +264,12 @@ std::string summarize_run(const ExperimentConfig& config, const RunOutput& outpu
   if (output.verified)
     s += fmt::format("  verified   {} (worst error {:.3g} of the rounding tolerance)\n", output.verification,
                      output.verify_max_error);
-  s += fmt::format("  simulation {} messages, wall {:.2f} s, peak memory {}\n", output.messages, output.wall_time,
-                   format_bytes(static_cast<double>(output.peak_rss_bytes)));
+  if (output.real_run) // times measured with MPI_Wtime; the memory is rank 0's process
+    s += fmt::format("  real run   {} MPI messages, wall {:.2f} s, rank 0's peak memory {}\n", output.messages,
+                     output.wall_time, format_bytes(static_cast<double>(output.peak_rss_bytes)));
+  else
+    s += fmt::format("  simulation {} messages, wall {:.2f} s, peak memory {}\n", output.messages, output.wall_time,
+                     format_bytes(static_cast<double>(output.peak_rss_bytes)));
   if (output.completed_iterations < config.iterations)
     s += fmt::format("  PARTIAL    {} of {} iterations: {}\n", output.completed_iterations, config.iterations,
                      output.stop_reason);

@@ -50,9 +50,10 @@ void RunProgress::iteration_finished(int iteration, Seconds simulated_now)
     return;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double remaining = elapsed / (iteration + 1) * (iterations_ - iteration - 1);
-  fmt::print(stderr, "{}  iteration {}/{} done: simulated {:.6g} s, wall {:.1f} s{}\n", status_shown_ ? "\r\033[K" : "",
-             iteration + 1, iterations_, simulated_now, elapsed,
-             iteration + 1 < iterations_ ? ", about " + format_wall_time(remaining) + " left" : "");
+  // With one rank per process (a real MPI run) the transport's clock is measured time.
+  fmt::print(stderr, "{}  iteration {}/{} done: {} {:.6g} s, wall {:.1f} s{}\n", status_shown_ ? "\r\033[K" : "",
+             iteration + 1, iterations_, world_.one_rank_per_process() ? "measured" : "simulated", simulated_now,
+             elapsed, iteration + 1 < iterations_ ? ", about " + format_wall_time(remaining) + " left" : "");
   status_shown_ = false;
   last_iteration_line_ = now;
 }
