@@ -57,7 +57,8 @@ template <class T> PartBytes same_bytes_as(const Communicator& comm, const T& ex
 // sends the parts of members m .. m+c-1 (c = min(2^j, G - 2^j), mod G) to member m - 2^j and receives those of
 // m + 2^j .. from member m + 2^j. ceil(log2 G) steps; each member receives every other part once. The parts
 // are indexed by member. Without `part_bytes` the receiver does not know the parts' sizes: the simulation's
-// Bundle carries them, and where bytes move the algorithm cannot run yet.
+// Bundle carries them, and where bytes move the algorithm cannot run yet. With them, the receiver states each
+// step's layout where it is needed (Communicator::bundle_layouts_needed).
 template <class T>
 Gathered<T> bruck_allgather(Communicator& comm, std::shared_ptr<const T> mine, Tag tag_base, const RankGroup& group,
                             const PartBytes& part_bytes = {})
@@ -80,7 +81,7 @@ Gathered<T> bruck_allgather(Communicator& comm, std::shared_ptr<const T> mine, T
     both[0] = comm.irecv(group.member((m + distance) % G), tag_base + step);
     comm.wait_all(both);
     std::shared_ptr<const Bundle<T>> incoming;
-    if (part_bytes) { // the parts of members m + distance .. m + distance + count - 1
+    if (part_bytes && comm.bundle_layouts_needed()) { // the parts of members m + distance .. + count - 1
       std::vector<RankId> owners;
       std::vector<Bytes> sizes;
       for (int i = 0; i < count; ++i) {

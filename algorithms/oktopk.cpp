@@ -355,9 +355,17 @@ private:
     }
     std::shared_ptr<const SparseVector> block = balance(comm, *global, counts);
     auto scope = comm.phase("allgatherv");
-    return concatenate_once(comm, bruck_allgather(comm, block, kAllgathervTag, [&](int b) { // balance's block sizes
-                              return entries_bytes(comm, total_count / P + (b < total_count % P ? 1 : 0));
+    return concatenate_once(comm, bruck_allgather(comm, block, kAllgathervTag, [&](int b) {
+                              return entries_bytes(comm,
+                                                   block_start(total_count, P, b + 1) - block_start(total_count, P, b));
                             }));
+  }
+
+  // Where balance's block b of P starts in the concatenation of `total` entries: the first T mod P blocks hold
+  // one entry more.
+  static std::int64_t block_start(std::int64_t total, int P, int b)
+  {
+    return b * (total / P) + std::min<std::int64_t>(b, total % P);
   }
 
   // Data balancing: the concatenation of all G_q (in rank order) is cut into P blocks of floor(T/P) or
@@ -372,9 +380,9 @@ private:
     for (int q = 0; q < P; ++q)
       offset[q + 1] = offset[q] + counts[q];
     const std::int64_t total = offset[P];
-    auto block_start = [&](int b) { return b * (total / P) + std::min<std::int64_t>(b, total % P); };
     auto overlap = [&](int q, int b) {
-      return std::pair{std::max(offset[q], block_start(b)), std::min(offset[q + 1], block_start(b + 1))};
+      return std::pair{std::max(offset[q], block_start(total, P, b)),
+                       std::min(offset[q + 1], block_start(total, P, b + 1))};
     };
 
     auto scope = comm.phase("balance");

@@ -63,18 +63,14 @@ public:
   // simulation.check_wire the payload is also encoded as a real backend sends it and checked against that size.
   template <class T> Request isend(RankId dest, Tag tag, std::shared_ptr<const T> payload)
   {
+    WireBuffer encoded; // where bytes move, the message itself: exactly the bytes charged
     if (world_.check_wire())
-      check_encoding(*payload, wire());
+      encoded = check_encoding(*payload, wire());
+    else if (moves_bytes_)
+      encoded = encode_charged(*payload, wire());
     Bytes bytes = wire_bytes(*payload, wire());
-    WireBuffer encoded;
-    if (moves_bytes_) {
-      encoded = encode(*payload, wire());
-      if (encoded.size() != bytes)
-        throw std::logic_error("a " + payload_type_name(typeid(T)) + " payload encodes to " +
-                               std::to_string(encoded.size()) + " bytes but is charged " + std::to_string(bytes));
-    }
     return post_send(dest, tag, std::static_pointer_cast<const void>(std::move(payload)), typeid(T), bytes,
-                     std::move(encoded));
+                     moves_bytes_ ? std::move(encoded) : WireBuffer());
   }
   Request irecv(RankId source, Tag tag);
   void wait(Request& request);
@@ -85,12 +81,7 @@ public:
   {
     if (!request.done_ || !request.receive_)
       throw std::logic_error("Communicator::take on a receive that has not completed");
-    if (moves_bytes_ && !request.message_->payload) { // the bytes arrived: the receiver names their type
-      Message& message = *request.message_;
-      message.payload = decode_payload<T>(message.encoded, wire());
-      message.type = typeid(T);
-      message.encoded = WireBuffer();
-    }
+    decode_arrived<T>(request, [&](WireBytes bytes) { return decode_payload<T>(bytes, wire()); });
     if (request.message_->type != typeid(T))
       throw std::logic_error("Communicator::take: payload type mismatch from rank " + std::to_string(request.peer_));
     return std::static_pointer_cast<const T>(request.message_->payload);
@@ -120,6 +111,9 @@ public:
     return take<T>(both[0]);
   }
 
+  // Whether a Bundle's receiver must state its layout (take_bundle): where bytes move, and in a simulation with
+  // simulation.check_wire, which checks it. Otherwise the shared Bundle carries it and take<Bundle<T>> serves.
+  bool bundle_layouts_needed() const { return moves_bytes_ || world_.check_wire(); }
   // The payload of a completed receive of a Bundle whose layout the receiver knows: its parts' owners and each
   // part's bytes, in order. Where bytes move they cut the parts apart; in a simulation the Bundle arrives whole
   // and must match them (std::logic_error otherwise: the receiver's expectation is part of the algorithm).
@@ -129,11 +123,9 @@ public:
   {
     if (!request.done_ || !request.receive_)
       throw std::logic_error("Communicator::take_bundle on a receive that has not completed");
-    if (moves_bytes_ && !request.message_->payload) {
-      Message& message = *request.message_;
-      message.payload = decode_bundle<T>(message.encoded, std::move(owners), part_bytes, wire());
-      message.type = typeid(Bundle<T>);
-      message.encoded = WireBuffer();
+    if (moves_bytes_) {
+      decode_arrived<Bundle<T>>(
+          request, [&](WireBytes bytes) { return decode_bundle<T>(bytes, std::move(owners), part_bytes, wire()); });
       return take<Bundle<T>>(request);
     }
     auto bundle = take<Bundle<T>>(request);
@@ -203,6 +195,17 @@ public:
   void restart_phase_clock();
 
 private:
+  // Where bytes move, a received message's payload is decoded the first time it is taken: the receiver names its
+  // type (`decode` makes it from the bytes).
+  template <class T, class Decode> void decode_arrived(Request& request, const Decode& decode)
+  {
+    Message& message = *request.message_;
+    if (!moves_bytes_ || message.payload)
+      return;
+    message.payload = decode(WireBytes(message.encoded));
+    message.type = typeid(T);
+    message.encoded = WireBuffer();
+  }
   Request post_send(RankId dest, Tag tag, std::shared_ptr<const void> payload, std::type_index type, Bytes bytes,
                     WireBuffer encoded);
   void switch_phase(PhaseId next);

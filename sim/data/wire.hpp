@@ -43,8 +43,8 @@ inline Bytes wire_bytes(const DenseBlock& block, const WireFormat& wire)
 {
   return block.length * static_cast<Bytes>(wire.value_bytes);
 }
-// A sparse vector costs one index and one value per element.
-// A sparse payload of `entries` entries (what a receiver that knows the count expects).
+// A sparse payload of `entries` entries costs one index and one value per entry (what a receiver that knows the
+// count expects).
 inline Bytes sparse_wire_bytes(std::uint64_t entries, const WireFormat& wire)
 {
   return entries * static_cast<Bytes>(wire.index_bytes + wire.value_bytes);

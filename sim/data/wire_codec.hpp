@@ -87,18 +87,26 @@ template <class T> bool decodes_to(const Bundle<T>& bundle, WireBytes bytes, con
 // The payload type's readable name, for messages ("sparsim::SparseSlice").
 std::string payload_type_name(const std::type_info& type);
 
-// Encodes `payload`, then throws std::logic_error unless it took wire_bytes(payload, wire) bytes and decodes to
-// `payload`.
-template <class T> void check_encoding(const T& payload, const WireFormat& wire)
+// `payload` encoded; std::logic_error unless it takes exactly the bytes it is charged, wire_bytes(payload, wire).
+template <class T> WireBuffer encode_charged(const T& payload, const WireFormat& wire)
 {
-  const WireBuffer bytes = encode(payload, wire);
+  WireBuffer bytes = encode(payload, wire);
   const Bytes charged = wire_bytes(payload, wire);
   if (bytes.size() != charged)
     throw std::logic_error("wire check: a " + payload_type_name(typeid(T)) + " payload encodes to " +
                            std::to_string(bytes.size()) + " bytes but is charged " + std::to_string(charged));
+  return bytes;
+}
+
+// Encodes `payload`, then throws std::logic_error unless it took wire_bytes(payload, wire) bytes and decodes to
+// `payload`. Returns the bytes.
+template <class T> WireBuffer check_encoding(const T& payload, const WireFormat& wire)
+{
+  WireBuffer bytes = encode_charged(payload, wire);
   if (!decodes_to(payload, bytes, wire))
     throw std::logic_error("wire check: a " + payload_type_name(typeid(T)) +
                            " payload does not decode to its own values");
+  return bytes;
 }
 
 // --- the templates' definitions ---
@@ -194,9 +202,7 @@ template <class T> std::shared_ptr<const T> decode_payload(WireBytes bytes, cons
   } else if constexpr (std::is_same_v<T, SparseVector>) {
     return std::make_shared<const SparseVector>(decode_sparse(bytes, wire));
   } else if constexpr (std::is_same_v<T, SparseSlice>) {
-    auto whole = std::make_shared<const SparseVector>(decode_sparse(bytes, wire));
-    const std::size_t size = whole->size();
-    return std::make_shared<const SparseSlice>(SparseSlice{std::move(whole), 0, size});
+    return wire_detail::as_payload<SparseSlice>(std::make_shared<const SparseVector>(decode_sparse(bytes, wire)));
   } else if constexpr (std::is_same_v<T, Counts>) {
     return std::make_shared<const Counts>(decode_counts(bytes));
   } else if constexpr (std::is_same_v<T, Count>) {
