@@ -9,8 +9,9 @@
 # Usage: bench/smpi/run_sparsim_mpi.sh [BUILD_DIR]   (default build-bench-smpi, configured with
 #                                                      SPARSIM_BUILD_BENCHMARKS=ON)
 # Environment: RANKS (default "16"), TOPOLOGIES (default "star fat_tree piz_daint"), ALGORITHMS (default: every
-#              one sparsim-mpi runs), N (default 65536), ITERATIONS (default 3), POLL (seconds each MPI_Test
-#              or MPI_Iprobe adds to SMPI's clock, default 1e-9), PROTOCOL ("rendezvous", the default: SMPI's
+#              one sparsim-mpi runs), N (default 65536), ITERATIONS (default 3), BACKOFF (sparsim-mpi's
+#              --poll-backoff: the longest simulated sleep between the empty polls of a wait, so the most a
+#              wait can end late; default 1e-8 s), PROTOCOL ("rendezvous", the default: SMPI's
 #              sends never detached, as sparsim models every message; "smpi": SMPI's own eager sends below
 #              64 KiB), OUT (default BUILD_DIR/smpi_sparsim_mpi).
 # Prints a markdown table: per algorithm and phase, the slowest rank's time summed over the iterations.
@@ -23,7 +24,7 @@ topologies=${TOPOLOGIES:-"star fat_tree piz_daint"}
 algorithms=${ALGORITHMS:-"dense_ring dense_rabenseifner dense_recursive_doubling topka gtopk oktopk gaussiank sparcml_ssar_recursive_double"}
 n=${N:-65536}
 iterations=${ITERATIONS:-3}
-poll=${POLL:-1e-9}
+backoff=${BACKOFF:-1e-8}
 protocol=${PROTOCOL:-rendezvous}
 case $protocol in
   rendezvous) # every message as sparsim models it: it moves once both sides are posted, the sender waits for it
@@ -78,14 +79,16 @@ for topology in $topologies; do
 JSON
       "$sparsim" run "$dir/config.json" --out "$dir/sparsim" --quiet --threads 1
       mapfile -t network_options < <("$setup" "$dir/config.json" "$dir/hostfile")
-      # No host CPU time injected between MPI calls (sparsim's compute charges are zero here too); a poll that
-      # finds nothing moves SMPI's clock by POLL, without growing, so that a polled wait ends within POLL of
-      # its completion.
+      # No host CPU time injected between MPI calls (sparsim's compute charges are zero here too) and none in
+      # MPI_Test or MPI_Iprobe: a wait's empty polls are separated by sparsim-mpi's own simulated sleeps (from
+      # 1 ns doubling up to BACKOFF), so a wait ends at most BACKOFF after its completion.
+      started=$(date +%s.%N)
       SPARSIM_SMPI_CONFIG=$dir/config.json smpirun -no-privatize -np "$ranks" -platform "$plugin" \
         -hostfile "$dir/hostfile" "${network_options[@]}" --cfg=smpi/simulate-computation:no --cfg=smpi/wtime:0 \
-        --cfg=smpi/test:"$poll" --cfg=smpi/iprobe:"$poll" --cfg=smpi/grow-injected-times:no "${protocol_options[@]}" \
-        "$program" run "$dir/config.json" --out "$dir/smpi" --quiet >"$dir/smpi.log" 2>&1 ||
+        --cfg=smpi/test:0 --cfg=smpi/iprobe:0 "${protocol_options[@]}" \
+        "$program" run "$dir/config.json" --out "$dir/smpi" --quiet --poll-backoff "$backoff" >"$dir/smpi.log" 2>&1 ||
         { echo "smpirun failed: $dir/smpi.log" >&2; tail -5 "$dir/smpi.log" >&2; exit 1; }
+      echo "$topology P=$ranks $algorithm: smpirun took $(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s of host time" >&2
       diff <(counts "$dir/sparsim/ranks.csv") <(counts "$dir/smpi/ranks.csv") >/dev/null ||
         { echo "$dir: the two runs moved different bytes" >&2; exit 1; }
       join -t, -j1 <(phase_times "$dir/sparsim/ranks.csv") <(phase_times "$dir/smpi/ranks.csv") |

@@ -19,12 +19,15 @@ namespace {
 constexpr const char* kUsage = R"(sparsim-mpi: run a config's allreduce on real MPI processes, one rank each
 
 usage:
-  mpirun -np P sparsim-mpi run CONFIG.json [--out DIR] [--quiet] [--sleep-compute] [--relative-to D]
+  mpirun -np P sparsim-mpi run CONFIG.json [--out DIR] [--quiet] [--sleep-compute] [--poll-backoff S]
+                                   [--relative-to D]
                                    P must equal the config's ranks; results go to DIR (default
                                    results/<config name>-mpi), written by rank 0; --sleep-compute spends the
                                    compute model's charges (training step, selection, reductions) as busy
-                                   waits, which are otherwise not spent; --relative-to D resolves the
-                                   config's relative paths against D
+                                   waits, which are otherwise not spent; --poll-backoff S sleeps between the
+                                   polls of a wait that find nothing, from 1 ns doubling up to S seconds
+                                   (default 0: yield the core instead; under SMPI the sleep is simulated);
+                                   --relative-to D resolves the config's relative paths against D
 
 Exit status: 0 success, 1 the run failed (every process stops), 2 bad arguments or a config this backend
 cannot run. docs/mpi.md lists what runs here.
@@ -39,8 +42,23 @@ struct Arguments {
   std::string out;
   std::string relative_to;
   bool quiet = false;
-  bool sleep_compute = false;
+  sparsim::MpiTransportOptions transport;
 };
+
+// A sleep bound in seconds: a number in [0, 1].
+double parse_poll_backoff(const std::string& text)
+{
+  std::size_t used = 0;
+  double seconds = -1;
+  try {
+    seconds = std::stod(text, &used);
+  } catch (const std::logic_error&) {
+    used = 0;
+  }
+  if (used != text.size() || !(seconds >= 0 && seconds <= 1))
+    throw UsageError(fmt::format("--poll-backoff \"{}\": expected seconds between 0 and 1 (e.g. 1e-8)", text));
+  return seconds;
+}
 
 Arguments parse_arguments(int argc, char** argv)
 {
@@ -61,7 +79,9 @@ Arguments parse_arguments(int argc, char** argv)
     else if (arg == "--quiet")
       args.quiet = true;
     else if (arg == "--sleep-compute")
-      args.sleep_compute = true;
+      args.transport.sleep_compute = true;
+    else if (arg == "--poll-backoff")
+      args.transport.poll_backoff = parse_poll_backoff(value());
     else if (!arg.starts_with("--") && args.config.empty())
       args.config = arg;
     else
@@ -129,7 +149,7 @@ int run(const Arguments& args, const std::string& command_line, int rank, int pr
       fmt::print(stderr, "sparsim-mpi: running {} ({} on {} MPI processes, {} iteration(s))\n", args.config,
                  config.algorithm->name(), config.ranks, config.iterations);
   }
-  sparsim::MpiRun network(config.ranks, args.sleep_compute);
+  sparsim::MpiRun network(config.ranks, args.transport);
   sparsim::RunOptions options;
   options.show_progress = rank == 0 && !args.quiet;
   options.network = &network;

@@ -4,7 +4,8 @@
 # iteration, rank and phase (ranks.csv; times differ: measured vs simulated), pass the verification, and
 # write no links.csv. Mode "errors" checks bad input instead: a wrong -np and an algorithm variant the backend
 # does not run yet end every process with an error on rank 0, exit status 2, no hang.
-# Usage: bash tests/mpi/run_mpi_test.sh SPARSIM SPARSIM_MPI WORKDIR RANKS 'ALGORITHM_JSON' [GPUS_PER_NODE]
+# Usage: bash tests/mpi/run_mpi_test.sh SPARSIM SPARSIM_MPI WORKDIR RANKS 'ALGORITHM_JSON' [GPUS_PER_NODE
+#                                        [SPARSIM_MPI_OPTION...]]
 #        bash tests/mpi/run_mpi_test.sh SPARSIM SPARSIM_MPI WORKDIR errors
 set -euo pipefail
 sparsim=$(realpath "$1")
@@ -48,14 +49,22 @@ if [ "$4" = errors ]; then
   grep -q 'config error at algorithm.allgather: got "recursive_doubling"' "$dir/algorithm.log" ||
     fail "topka's Bruck allgather: no error naming algorithm.allgather: $(cat "$dir/algorithm.log")"
   [ ! -e "$dir/out/manifest.json" ] || fail "a refused run wrote a manifest"
+  status=0
+  "${mpirun[@]}" -np 8 "$sparsim_mpi" run "$dir/eight.json" --out "$dir/out" --poll-backoff -1e-6 \
+    > "$dir/backoff.log" 2>&1 || status=$?
+  [ "$status" = 2 ] || fail "--poll-backoff -1e-6: exit status $status, expected 2 ($(cat "$dir/backoff.log"))"
+  grep -q -- '--poll-backoff "-1e-6": expected seconds between 0 and 1' "$dir/backoff.log" ||
+    fail "--poll-backoff -1e-6: no error naming the option: $(cat "$dir/backoff.log")"
   echo "PASSED: bad input ends every process with exit status 2"
   exit 0
 fi
 
 ranks=$4
-config check "$ranks" "$5" "${6:-1}"
+spec=$5
+config check "$ranks" "$spec" "${6:-1}"
+shift $(($# < 6 ? $# : 6))
 "$sparsim" run "$dir/check.json" --out "$dir/sim" --quiet --threads 1
-"${mpirun[@]}" -np "$ranks" "$sparsim_mpi" run "$dir/check.json" --out "$dir/mpi" --quiet
+"${mpirun[@]}" -np "$ranks" "$sparsim_mpi" run "$dir/check.json" --out "$dir/mpi" --quiet "$@"
 # Messages and bytes of every (iteration, rank, phase) that moved a message.
 counts() { awk -F, 'NR > 1 && $4 + $6 > 0 { print $1 "," $2 "," $3 "," $4 "," $5 "," $6 "," $7 }' "$1" | sort; }
 [ "$(counts "$dir/sim/ranks.csv" | wc -l)" -gt 0 ] || fail "the simulation moved no message"
@@ -64,4 +73,8 @@ diff <(counts "$dir/sim/ranks.csv") <(counts "$dir/mpi/ranks.csv") > "$dir/count
 grep -q '"checked": true' "$dir/mpi/manifest.json" || fail "the MPI run's result was not verified"
 grep -q '"backend": "MPI"' "$dir/mpi/manifest.json" || fail "the manifest does not say the run was real"
 [ ! -e "$dir/mpi/links.csv" ] || fail "a real run wrote links.csv"
-echo "PASSED: $ranks ranks of $5: $(counts "$dir/sim/ranks.csv" | wc -l) rank-phase rows identical, verified"
+case " $* " in
+  *" --poll-backoff "*) grep -q '"waits": "poll, sleeping up to' "$dir/mpi/manifest.json" ||
+    fail "the manifest does not record the poll backoff" ;;
+esac
+echo "PASSED: $ranks ranks of $spec$([ $# = 0 ] || echo " with $*"): $(counts "$dir/sim/ranks.csv" | wc -l) rank-phase rows identical, verified"

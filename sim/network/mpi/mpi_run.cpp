@@ -1,13 +1,15 @@
 #include "sim/network/mpi/mpi_run.hpp"
 
+#include <fmt/format.h>
+
 #include <climits>
 #include <stdexcept>
 
 namespace sparsim {
 
-MpiRun::MpiRun(int ranks, bool sleep_compute)
+MpiRun::MpiRun(int ranks, MpiTransportOptions options)
     : ranks_(ranks)
-    , transport_(MPI_COMM_WORLD, sleep_compute)
+    , transport_(MPI_COMM_WORLD, options)
     , no_link_loads_(ranks, LinkRoute{}, 0)
 {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -29,7 +31,11 @@ nlohmann::json MpiRun::manifest_fields() const
             {"mpi_library", mpi_library_version()},
             {"processes", ranks_},
             {"times", "measured with MPI_Wtime (host seconds), max over ranks per phase"},
-            {"compute_charges", transport_.sleeps_compute() ? "slept (--sleep-compute)" : "not spent (0 s)"},
+            {"compute_charges", transport_.options().sleep_compute ? "slept (--sleep-compute)" : "not spent (0 s)"},
+            {"waits", transport_.options().poll_backoff > 0
+                          ? fmt::format("poll, sleeping up to {} s between empty polls (--poll-backoff)",
+                                        transport_.options().poll_backoff)
+                          : "poll, yielding the core between empty polls"},
             {"links_csv", "not written: a real run observes no link"}}}};
 }
 

@@ -16,7 +16,7 @@ namespace sparsim {
 class MpiRun : public NetworkRun, public ProcessGroup {
 public:
   // `ranks`: the config's ranks, which must equal the processes of MPI_COMM_WORLD (checked by the caller).
-  MpiRun(int ranks, bool sleep_compute);
+  MpiRun(int ranks, MpiTransportOptions options);
 
   Transport& transport() override { return transport_; }
   const LinkLoadCounter& link_loads() const override { return no_link_loads_; }

@@ -2,15 +2,22 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
+#include <cmath>
+#include <ctime>
 #include <sched.h>
 #include <stdexcept>
 
 namespace sparsim {
 
-MpiTransport::MpiTransport(MPI_Comm comm, bool sleep_compute)
+namespace {
+constexpr Seconds kFirstPause = 1e-9; // the first sleep after an empty poll, with a poll_backoff
+} // namespace
+
+MpiTransport::MpiTransport(MPI_Comm comm, MpiTransportOptions options)
     : comm_(comm)
-    , sleep_compute_(sleep_compute)
+    , options_(options)
 {
   MPI_Comm_rank(comm_, &rank_);
   int* upper_bound = nullptr;
@@ -23,7 +30,7 @@ MpiTransport::MpiTransport(MPI_Comm comm, bool sleep_compute)
 
 void MpiTransport::sleep_for(RankId /*rank*/, Seconds duration)
 {
-  if (!sleep_compute_ || duration <= 0)
+  if (!options_.sleep_compute || duration <= 0)
     return;
   // Busy until the time has passed: a sleep's wakeup lags by tens of microseconds, longer than many charges.
   const double until = MPI_Wtime() + duration;
@@ -63,9 +70,18 @@ MessagePtr MpiTransport::post_send(const PairFunction& /*pair*/, Outgoing outgoi
   m->encoded = std::move(outgoing.encoded);
   MPI_Isend(m->encoded.data(), static_cast<int>(m->encoded.size()), MPI_BYTE, m->dest, static_cast<int>(m->tag), comm_,
             &m->request);
-  std::erase_if(sends_, [&](const auto& send) { return completes(*send); });
   sends_.push_back(m);
+  release_completed_sends();
   return m;
+}
+
+void MpiTransport::release_completed_sends()
+{
+  // Testing every outstanding send on every post would cost O(sends^2) calls in a phase that posts P of them.
+  if (sends_.size() < std::max<std::size_t>(64, 2 * sends_checked_at_))
+    return;
+  std::erase_if(sends_, [&](const auto& send) { return completes(*send); });
+  sends_checked_at_ = sends_.size();
 }
 
 MessagePtr MpiTransport::post_receive(const PairFunction& /*pair*/, RankId receiver, RankId source, Tag tag)
@@ -81,6 +97,12 @@ MessagePtr MpiTransport::post_receive(const PairFunction& /*pair*/, RankId recei
 
 bool MpiTransport::match_receives()
 {
+  if (unmatched_.empty())
+    return false;
+  int pending = 0;
+  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &pending, MPI_STATUS_IGNORE);
+  if (!pending) // no message waits unreceived: none can match
+    return false;
   bool any = false;
   for (auto it = unmatched_.begin(); it != unmatched_.end();) {
     MpiMessage& m = **it;
@@ -123,6 +145,7 @@ bool MpiTransport::completes(MpiMessage& m)
 
 void MpiTransport::wait_for(std::span<MpiMessage* const> messages)
 {
+  Seconds pause = kFirstPause;
   for (;;) {
     const bool matched = match_receives();
     bool all = true;
@@ -130,9 +153,24 @@ void MpiTransport::wait_for(std::span<MpiMessage* const> messages)
       all = completes(*m) && all;
     if (all)
       return;
-    if (!matched)
-      sched_yield();
+    if (matched) {
+      pause = kFirstPause;
+      continue;
+    }
+    idle(pause);
+    pause = std::min(2 * pause, options_.poll_backoff);
   }
+}
+
+void MpiTransport::idle(Seconds pause) const
+{
+  if (options_.poll_backoff <= 0) {
+    sched_yield();
+    return;
+  }
+  const double whole = std::floor(pause);
+  timespec duration{static_cast<time_t>(whole), static_cast<long>((pause - whole) * 1e9)};
+  nanosleep(&duration, nullptr);
 }
 
 void MpiTransport::wait(Message& message, bool /*is_receive*/)

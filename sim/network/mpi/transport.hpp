@@ -7,8 +7,12 @@
 // MPI_Improbe). Receives are matched lazily, in the order they were posted (MPI's non-overtaking order per
 // source and tag): every wait first tries to match every posted receive, not only the one it waits for, so a
 // rank waiting on a large send (rendezvous: it needs the peer's matching receive) never holds back a receive a
-// peer's wait depends on. Waits poll (MPI_Test) and yield the core between polls, so more processes
-// than cores (the tests oversubscribe) still progress.
+// peer's wait depends on. A poll first asks whether any message at all waits unreceived (one MPI_Iprobe of any
+// source and tag) before probing each posted receive. Waits poll (MPI_Test) and, between polls that found
+// nothing, yield the core, so more processes than cores (the tests oversubscribe) still progress; or, with a
+// `poll_backoff`, sleep, 1 ns after the first empty poll and doubling up to `poll_backoff`. Under SMPI the sleep
+// is simulated (smpi_helpers.h turns nanosleep into smpi_nanosleep), so a wait costs SMPI a few events per
+// `poll_backoff` of simulated time and ends at most `poll_backoff` after its message completed.
 //
 // Simulated time is the host's: now() is MPI_Wtime since the transport was made; align_ranks is MPI_Barrier.
 // The compute model's charges (training step, selection, reductions) are not spent by default (the GPU work is
@@ -27,10 +31,15 @@
 
 namespace sparsim {
 
+struct MpiTransportOptions {
+  bool sleep_compute = false; // spend the compute model's charges as busy waits
+  Seconds poll_backoff = 0;   // the longest sleep between empty polls; 0: yield the core instead
+};
+
 class MpiTransport : public Transport {
 public:
   // The calling process's rank of `comm` is the rank it runs.
-  MpiTransport(MPI_Comm comm, bool sleep_compute);
+  MpiTransport(MPI_Comm comm, MpiTransportOptions options);
 
   Seconds now() const override { return MPI_Wtime() - start_; }
   void sleep_for(RankId rank, Seconds duration) override;
@@ -44,7 +53,7 @@ public:
   void wait(Message& message, bool is_receive) override;
   void wait_all(RankId rank, std::span<const Half> halves) override;
 
-  bool sleeps_compute() const { return sleep_compute_; }
+  const MpiTransportOptions& options() const { return options_; }
 
 private:
   struct MpiMessage : Message {
@@ -56,6 +65,10 @@ private:
 
   // Matches every posted receive whose message has arrived, in posting order; returns whether any matched.
   bool match_receives();
+  // Frees the buffers of the sends that have completed, checking them only once their number has doubled.
+  void release_completed_sends();
+  // Between two polls that found nothing: yields the core, or sleeps `pause` (see poll_backoff).
+  void idle(Seconds pause) const;
   // Whether `m` has completed (tests its request once).
   bool completes(MpiMessage& m);
   // Polls until every one of `messages` has completed.
@@ -64,8 +77,9 @@ private:
   MPI_Comm comm_;
   RankId rank_;
   int tag_upper_bound_;
-  bool sleep_compute_;
+  MpiTransportOptions options_;
   double start_;
+  std::size_t sends_checked_at_ = 0; // sends_.size() after the last release_completed_sends
   std::vector<std::shared_ptr<MpiMessage>> unmatched_; // receives posted and not matched, in posting order
   std::vector<std::shared_ptr<MpiMessage>> sends_;     // sends posted, kept until done (MPI reads their bytes)
   std::vector<MpiMessage*> waiting_;                   // scratch
