@@ -137,10 +137,32 @@ bool MpiTransport::completes(MpiMessage& m)
   MPI_Test(&m.request, &flag, MPI_STATUS_IGNORE);
   if (!flag)
     return false;
+  finished(m);
+  return true;
+}
+
+void MpiTransport::finished(MpiMessage& m)
+{
   m.done = true;
   if (!m.matched) // a send: its buffer is free again
     m.encoded = WireBuffer();
-  return true;
+}
+
+void MpiTransport::block_until_one_completes(std::span<MpiMessage* const> messages)
+{
+  requests_.clear();
+  pending_.clear();
+  for (MpiMessage* m : messages)
+    if (!m->done) {
+      requests_.push_back(m->request);
+      pending_.push_back(m);
+    }
+  int index = MPI_UNDEFINED;
+  MPI_Waitany(static_cast<int>(requests_.size()), requests_.data(), &index, MPI_STATUS_IGNORE);
+  if (index == MPI_UNDEFINED)
+    throw std::logic_error("MPI_Waitany found no active request to wait on");
+  pending_[static_cast<std::size_t>(index)]->request = MPI_REQUEST_NULL; // freed by MPI_Waitany
+  finished(*pending_[static_cast<std::size_t>(index)]);
 }
 
 void MpiTransport::wait_for(std::span<MpiMessage* const> messages)
@@ -154,6 +176,13 @@ void MpiTransport::wait_for(std::span<MpiMessage* const> messages)
     if (all)
       return;
     if (matched) {
+      pause = kFirstPause;
+      continue;
+    }
+    if (unmatched_.empty()) {
+      // Every receive this rank posted has its message: nothing it could do would help a peer, so block (MPI
+      // completes the transfers; SMPI advances its clock to the next completion, without polling).
+      block_until_one_completes(messages);
       pause = kFirstPause;
       continue;
     }

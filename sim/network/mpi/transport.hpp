@@ -7,7 +7,8 @@
 // MPI_Improbe). Receives are matched lazily, in the order they were posted (MPI's non-overtaking order per
 // source and tag): every wait first tries to match every posted receive, not only the one it waits for, so a
 // rank waiting on a large send (rendezvous: it needs the peer's matching receive) never holds back a receive a
-// peer's wait depends on. A poll first asks whether any message at all waits unreceived (one MPI_Iprobe of any
+// peer's wait depends on. Once every posted receive has its message, a wait blocks in MPI_Waitany instead of
+// polling. A poll first asks whether any message at all waits unreceived (one MPI_Iprobe of any
 // source and tag) before probing each posted receive. Waits poll (MPI_Test) and, between polls that found
 // nothing, yield the core, so more processes than cores (the tests oversubscribe) still progress; or, with a
 // `poll_backoff`, sleep, 1 ns after the first empty poll and doubling up to `poll_backoff`. Under SMPI the sleep
@@ -71,6 +72,11 @@ private:
   void idle(Seconds pause) const;
   // Whether `m` has completed (tests its request once).
   bool completes(MpiMessage& m);
+  // Marks `m` done (its request completed) and frees a send's bytes.
+  void finished(MpiMessage& m);
+  // Blocks until one of the unfinished `messages` completes: MPI_Waitany. Every one of them has its request
+  // (no receive is unmatched).
+  void block_until_one_completes(std::span<MpiMessage* const> messages);
   // Polls until every one of `messages` has completed.
   void wait_for(std::span<MpiMessage* const> messages);
 
@@ -82,7 +88,8 @@ private:
   std::size_t sends_checked_at_ = 0; // sends_.size() after the last release_completed_sends
   std::vector<std::shared_ptr<MpiMessage>> unmatched_; // receives posted and not matched, in posting order
   std::vector<std::shared_ptr<MpiMessage>> sends_;     // sends posted, kept until done (MPI reads their bytes)
-  std::vector<MpiMessage*> waiting_;                   // scratch
+  std::vector<MpiMessage*> waiting_, pending_;         // scratch
+  std::vector<MPI_Request> requests_;                  // scratch
 };
 
 } // namespace sparsim
