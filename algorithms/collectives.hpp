@@ -53,6 +53,25 @@ template <class T> PartBytes same_bytes_as(const Communicator& comm, const T& ex
   return [bytes](int) { return bytes; };
 }
 
+// The Bundle of a completed receive whose layout the receiver knows: the parts of owners first, first + 1, ...
+// (`count` of them, mod `owners_mod`), part_bytes(owner) bytes each. Where layouts are needed
+// (Communicator::bundle_layouts_needed) they cut the parts apart, or are checked against the simulated Bundle;
+// elsewhere the Bundle is taken as it arrived.
+template <class T>
+std::shared_ptr<const Bundle<T>> take_laid_out(Communicator& comm, Request& received, int first, int count,
+                                               int owners_mod, const PartBytes& part_bytes)
+{
+  if (!comm.bundle_layouts_needed())
+    return comm.take<Bundle<T>>(received);
+  std::vector<RankId> owners;
+  std::vector<Bytes> sizes;
+  for (int i = 0; i < count; ++i) {
+    owners.push_back((first + i) % owners_mod);
+    sizes.push_back(part_bytes(owners.back()));
+  }
+  return comm.take_bundle<T>(received, std::move(owners), sizes);
+}
+
 // Bruck's allgather (recursive doubling for any group size G) among the members of `group`: in step j member m
 // sends the parts of members m .. m+c-1 (c = min(2^j, G - 2^j), mod G) to member m - 2^j and receives those of
 // m + 2^j .. from member m + 2^j. ceil(log2 G) steps; each member receives every other part once. The parts
@@ -80,18 +99,9 @@ Gathered<T> bruck_allgather(Communicator& comm, std::shared_ptr<const T> mine, T
                          std::shared_ptr<const Bundle<T>>(std::move(bundle)));
     both[0] = comm.irecv(group.member((m + distance) % G), tag_base + step);
     comm.wait_all(both);
-    std::shared_ptr<const Bundle<T>> incoming;
-    if (part_bytes && comm.bundle_layouts_needed()) { // the parts of members m + distance .. + count - 1
-      std::vector<RankId> owners;
-      std::vector<Bytes> sizes;
-      for (int i = 0; i < count; ++i) {
-        owners.push_back((m + distance + i) % G);
-        sizes.push_back(part_bytes(owners.back()));
-      }
-      incoming = comm.take_bundle<T>(both[0], std::move(owners), sizes);
-    } else {
-      incoming = comm.take<Bundle<T>>(both[0]);
-    }
+    // The parts of members m + distance .. m + distance + count - 1.
+    const auto incoming = part_bytes ? take_laid_out<T>(comm, both[0], (m + distance) % G, count, G, part_bytes)
+                                     : comm.take<Bundle<T>>(both[0]);
     for (std::size_t i = 0; i < incoming->owners.size(); ++i)
       gathered[incoming->owners[i]] = incoming->parts[i];
   }

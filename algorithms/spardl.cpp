@@ -59,6 +59,7 @@
 #include "sim/data/sparse_ops.hpp"
 #include "sim/data/topk.hpp"
 
+#include <array>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -222,6 +223,10 @@ public:
     const Blocks blocks(input.n, Q);
     const std::uint64_t kb = input.k / Q;
     const std::span<float> acc = input.acc;
+    // The bytes of block b's top-k_b: min(k_b, its length) entries whatever the data.
+    const PartBytes top_bytes = [&](int b) {
+      return sparse_wire_bytes(std::min(kb, blocks.end(b) - blocks.begin(b)), comm.wire());
+    };
 
     // Phase 1: the team's reduce-scatter, each block re-sparsified by its sender.
     std::shared_ptr<const SparseVector> final_block;
@@ -236,9 +241,13 @@ public:
           bundle->owners.push_back(b);
           bundle->parts.push_back(take_top(comm, acc, blocks.begin(b), blocks.end(b), kb));
         }
-        const auto incoming =
-            comm.sendrecv(team.member((q + gap) % Q), std::shared_ptr<const Bundle<SparseVector>>(std::move(bundle)),
-                          team.member((q - gap + Q) % Q), kReduceScatterTag + static_cast<Tag>(i));
+        std::array<Request, 2> both;
+        both[1] = comm.isend(team.member((q + gap) % Q), kReduceScatterTag + static_cast<Tag>(i),
+                             std::shared_ptr<const Bundle<SparseVector>>(std::move(bundle)));
+        both[0] = comm.irecv(team.member((q - gap + Q) % Q), kReduceScatterTag + static_cast<Tag>(i));
+        comm.wait_all(both);
+        // Blocks q .. q + count - 1, each its sender's top-k_b.
+        const auto incoming = take_laid_out<SparseVector>(comm, both[0], q, count, Q, top_bytes);
         for (const auto& part : incoming->parts)
           add_into_acc(comm, acc, *part);
       }
@@ -255,7 +264,9 @@ public:
         share.step = (static_cast<std::int64_t>(kb) - share.h) / 100;
       }
       const auto mine = take_top(comm, acc, blocks.begin(q), blocks.end(q), static_cast<std::uint64_t>(share.h));
-      const auto parts = bruck_allgather(comm, mine, kAcrossTeamsTag, RankGroup{q, Q, d});
+      // Every part is a top-h of block q (the d members keep the same h).
+      const auto parts = bruck_allgather(comm, mine, kAcrossTeamsTag, RankGroup{q, Q, d},
+                                         same_bytes_as(comm, *mine));
       const auto sum = reduce_charged(comm, [&] {
         auto result = comm.computed_once_by(parts, d, [&] {
           auto out = std::make_shared<TeamsSum>();
@@ -284,7 +295,8 @@ public:
     // Phase 3: the team gathers the Q final blocks; U is their concatenation (computed once: every team gathers
     // the same blocks, shared across teams by phase 2).
     auto scope = comm.phase("spar_all_gather");
-    const auto gathered = bruck_allgather(comm, final_block, kAllGatherTag, team);
+    // With d = 1 every final block is its top-k_b; with teams its size is the sum's, which no receiver knows.
+    const auto gathered = bruck_allgather(comm, final_block, kAllGatherTag, team, d == 1 ? top_bytes : PartBytes());
     auto result = reduce_charged(comm, [&] {
       auto concatenated = comm.computed_once_by(gathered, comm.size(), [&] {
         auto out = std::make_shared<SparseVector>();

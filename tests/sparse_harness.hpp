@@ -6,6 +6,7 @@
 #include "algorithms/registry.hpp"
 #include "sim/comm/communicator.hpp"
 #include "sim/data/sparse.hpp"
+#include "sim/data/wire_codec.hpp"
 #include "sim/network/simgrid/engine.hpp"
 #include "sim/network/simgrid/transport.hpp"
 #include "sim/run/driver.hpp"
@@ -115,6 +116,7 @@ SparseRun run_iterations(const SparseAllreduce& algorithm, int P, std::size_t it
 
   SimGridTransport transport(hosts);
   World world(transport, P, wire);
+  world.set_check_wire(encodable(wire)); // every message encoded and checked, every Bundle's stated layout too
   world.set_reduction_bandwidth(reduction_bandwidth);
   world.set_selection_bandwidth(selection_bandwidth);
   SparseRun run;

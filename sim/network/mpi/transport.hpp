@@ -7,13 +7,16 @@
 // MPI_Improbe). Receives are matched lazily, in the order they were posted (MPI's non-overtaking order per
 // source and tag): every wait first tries to match every posted receive, not only the one it waits for, so a
 // rank waiting on a large send (rendezvous: it needs the peer's matching receive) never holds back a receive a
-// peer's wait depends on. Once every posted receive has its message, a wait blocks in MPI_Waitany instead of
-// polling. A poll first asks whether any message at all waits unreceived (one MPI_Iprobe of any
-// source and tag) before probing each posted receive. Waits poll (MPI_Test) and, between polls that found
-// nothing, yield the core, so more processes than cores (the tests oversubscribe) still progress; or, with a
-// `poll_backoff`, sleep, 1 ns after the first empty poll and doubling up to `poll_backoff`. Under SMPI the sleep
-// is simulated (smpi_helpers.h turns nanosleep into smpi_nanosleep), so a wait costs SMPI a few events per
-// `poll_backoff` of simulated time and ends at most `poll_backoff` after its message completed.
+// peer's wait depends on. A matching pass first asks whether any message at all waits unreceived (one
+// MPI_Iprobe of any source and tag) before probing each posted receive.
+//
+// How a wait waits: while some posted receive has no message yet, it polls (match, then MPI_Test), and between
+// polls that found nothing yields the core, so more processes than cores (the tests oversubscribe) still
+// progress; or, with a `poll_backoff`, sleeps, 1 ns after the first empty poll and doubling up to
+// `poll_backoff`. Under SMPI that sleep is simulated (smpi_helpers.h turns nanosleep into smpi_nanosleep): a
+// receive is then posted at most `poll_backoff` after its message was sent. Once every posted receive has its
+// message, nothing this rank could do would help a peer, and the wait blocks in MPI_Waitany (under SMPI the
+// clock jumps to the completion).
 //
 // Simulated time is the host's: now() is MPI_Wtime since the transport was made; align_ranks is MPI_Barrier.
 // The compute model's charges (training step, selection, reductions) are not spent by default (the GPU work is
