@@ -265,8 +265,7 @@ public:
       }
       const auto mine = take_top(comm, acc, blocks.begin(q), blocks.end(q), static_cast<std::uint64_t>(share.h));
       // Every part is a top-h of block q (the d members keep the same h).
-      const auto parts = bruck_allgather(comm, mine, kAcrossTeamsTag, RankGroup{q, Q, d},
-                                         same_bytes_as(comm, *mine));
+      const auto parts = bruck_allgather(comm, mine, kAcrossTeamsTag, RankGroup{q, Q, d}, same_bytes_as(comm, *mine));
       const auto sum = reduce_charged(comm, [&] {
         auto result = comm.computed_once_by(parts, d, [&] {
           auto out = std::make_shared<TeamsSum>();

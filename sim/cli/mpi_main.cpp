@@ -94,9 +94,16 @@ Arguments parse_arguments(int argc, char** argv)
 
 // The algorithms whose payloads cross processes so far: their messages decode from their bytes alone
 // (sim/data/wire_codec.hpp, decode_payload).
-const std::set<std::string> kRunnableAlgorithms = {
-    "dense_ring", "dense_rabenseifner", "dense_recursive_doubling",     "dense_hierarchical", "topka", "gtopk",
-    "oktopk",     "gaussiank",          "sparcml_ssar_recursive_double"};
+const std::set<std::string> kRunnableAlgorithms = {"dense_ring",
+                                                   "dense_rabenseifner",
+                                                   "dense_recursive_doubling",
+                                                   "dense_hierarchical",
+                                                   "topka",
+                                                   "gtopk",
+                                                   "oktopk",
+                                                   "gaussiank",
+                                                   "sparcml_ssar_recursive_double",
+                                                   "spardl"};
 
 // Refuses, naming the JSON path, what this backend cannot run yet or cannot run the same as the simulation.
 void check_runnable(const sparsim::ExperimentConfig& config, int processes)
@@ -121,6 +128,11 @@ void check_runnable(const sparsim::ExperimentConfig& config, int processes)
     throw ConfigError(
         "algorithm.allgather", allgather.dump(),
         "\"ring\" under sparsim-mpi (the recursive-doubling allgather's bundles do not decode from their bytes yet)");
+  if (const nlohmann::json teams = config.algorithm->params().value("teams", nlohmann::json());
+      algorithm == "spardl" && teams != 1)
+    throw ConfigError("algorithm.teams", teams.dump(),
+                      "1 under sparsim-mpi (with teams a final block's size is its sum's, which its receivers do not "
+                      "know: they cannot cut the allgather's bundles apart)");
   if (config.workload.data != sparsim::DataMode::real)
     throw ConfigError("workload.data", "\"phantom\"", "\"real\" under sparsim-mpi (a real run moves values)");
   if (!sparsim::encodable(config.workload.wire))

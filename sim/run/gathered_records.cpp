@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -121,25 +122,55 @@ bool gather_records(RunState& run, ProcessGroup& processes)
 }
 
 double gathered_sparse_report(ProcessGroup& processes, const WireFormat& wire, SparseVerifier& verifier,
-                              const SparseVector& selection, const std::shared_ptr<const SparseVector>& result)
+                              const SparseVector& selection, const std::shared_ptr<const SparseVector>& result,
+                              std::span<const float> acc_before, std::span<const float> residual)
 {
-  // [selection's byte count, 8 bytes][selection][result]
+  // [the four sections' byte counts, 8 bytes each][selection][result][acc_before][residual]
   const WireBuffer selected = encode(selection, wire), reduced = encode(*result, wire);
-  const std::uint64_t selected_bytes = selected.size();
-  std::vector<std::byte> both(sizeof selected_bytes);
-  std::memcpy(both.data(), &selected_bytes, sizeof selected_bytes);
-  both.insert(both.end(), selected.begin(), selected.end());
-  both.insert(both.end(), reduced.begin(), reduced.end());
-  double worst = 0;
-  for (const std::vector<std::byte>& part : processes.gather(both)) {
-    std::uint64_t size = 0;
-    std::memcpy(&size, part.data(), sizeof size);
-    const WireBytes bytes(part);
-    const SparseVector rank_selection = decode_sparse(bytes.subspan(sizeof size, size), wire);
-    const auto rank_result =
-        std::make_shared<const SparseVector>(decode_sparse(bytes.subspan(sizeof size + size), wire));
-    worst = std::max(worst, verifier.report(rank_selection, rank_result));
+  const std::array<std::uint64_t, 4> sizes = {selected.size(), reduced.size(), acc_before.size_bytes(),
+                                              residual.size_bytes()};
+  std::vector<std::byte> all(sizeof sizes);
+  std::memcpy(all.data(), sizes.data(), sizeof sizes);
+  const auto append = [&all](std::span<const std::byte> bytes) { all.insert(all.end(), bytes.begin(), bytes.end()); };
+  append(selected);
+  append(reduced);
+  append(std::as_bytes(acc_before));
+  append(std::as_bytes(residual));
+
+  struct RankCheck {
+    SparseVector selection;
+    std::shared_ptr<const SparseVector> result;
+    std::vector<float> acc_before, residual;
+  };
+  std::vector<RankCheck> ranks;
+  for (const std::vector<std::byte>& part : processes.gather(all)) {
+    std::array<std::uint64_t, 4> at{};
+    std::memcpy(at.data(), part.data(), sizeof at);
+    WireBytes rest = WireBytes(part).subspan(sizeof at);
+    const auto next = [&rest](std::uint64_t bytes) {
+      const WireBytes section = rest.subspan(0, bytes);
+      rest = rest.subspan(bytes);
+      return section;
+    };
+    const auto floats = [](WireBytes bytes) {
+      std::vector<float> values(bytes.size() / sizeof(float));
+      std::memcpy(values.data(), bytes.data(), bytes.size());
+      return values;
+    };
+    RankCheck rank;
+    rank.selection = decode_sparse(next(at[0]), wire);
+    rank.result = std::make_shared<const SparseVector>(decode_sparse(next(at[1]), wire));
+    rank.acc_before = floats(next(at[2]));
+    rank.residual = floats(next(at[3]));
+    ranks.push_back(std::move(rank));
   }
+  if (ranks.empty()) // not process 0
+    return 0;
+  if (!acc_before.empty()) // a collective that selects within itself: the accs it was handed
+    verifier.record_accs([&](RankId r) { return std::span<const float>(ranks[r].acc_before); });
+  double worst = 0;
+  for (const RankCheck& rank : ranks)
+    worst = std::max(worst, verifier.report(rank.selection, rank.result, rank.residual));
   return worst;
 }
 

@@ -7,6 +7,7 @@
 #include "sim/run/verification.hpp"
 
 #include <memory>
+#include <span>
 
 namespace sparsim {
 
@@ -16,8 +17,11 @@ namespace sparsim {
 bool gather_records(RunState& run, ProcessGroup& processes);
 
 // A sparse iteration's check: the rank's local selection and result go to process 0, whose verifier checks
-// every rank's in rank order. Returns the error ratio there (<= 1 passes), 0 elsewhere. Every process calls it.
+// every rank's in rank order. For a collective that selects within itself, also the acc the rank handed it
+// (`acc_before`) and the residual it left (`residual`), n floats each, for the conservation check (process 0
+// holds 2 P n floats for it). Returns the error ratio there (<= 1 passes), 0 elsewhere. Every process calls it.
 double gathered_sparse_report(ProcessGroup& processes, const WireFormat& wire, SparseVerifier& verifier,
-                              const SparseVector& selection, const std::shared_ptr<const SparseVector>& result);
+                              const SparseVector& selection, const std::shared_ptr<const SparseVector>& result,
+                              std::span<const float> acc_before = {}, std::span<const float> residual = {});
 
 } // namespace sparsim

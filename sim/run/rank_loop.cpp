@@ -117,6 +117,7 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
   const std::uint64_t k = config.workload.k;
   auto state = algorithm.make_rank_state(rank, config.ranks, n);
   const bool within_collective = config.selects_within_collective();
+  std::vector<float> acc_before; // a real run's check of a within-collective selection: this rank's acc
 
   // Dense warm-up iterations (iteration counters include them): a ring allreduce of the gradient itself.
   const auto warmup = make_warmup_allreduce();
@@ -131,8 +132,12 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
       stage.prepare(it, run.threads);
       run.selection_wall[it] = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_before).count();
       run.selection_shared_wall[it] = stage.shared_seconds();
-      if (config.verify && within_collective) // the accs the collective will be handed, before it changes them
-        verifier.record_accs([&](RankId r) { return std::span<const float>(stage.acc_for_collective(r)); });
+      if (config.verify && within_collective) { // the accs the collective will be handed, before it changes them
+        if (run.processes)                      // this process's rank only: gathered with the iteration's check
+          acc_before.assign(stage.acc_for_collective(rank).begin(), stage.acc_for_collective(rank).end());
+        else
+          verifier.record_accs([&](RankId r) { return std::span<const float>(stage.acc_for_collective(r)); });
+      }
     });
     if (!begun)
       return;
@@ -159,7 +164,8 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
       config.gradients->apply_update(it, *result, config.ranks);
     if (config.verify)
       run.note_verification(run.processes
-                                ? gathered_sparse_report(*run.processes, run.world.wire(), verifier, *selection, result)
+                                ? gathered_sparse_report(*run.processes, run.world.wire(), verifier, *selection, result,
+                                                         acc_before, stage.acc_for_collective(rank))
                                 : verifier.report(*selection, result, stage.acc_for_collective(rank)),
                             rank, it);
     run.progress(rank, it);

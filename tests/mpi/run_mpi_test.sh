@@ -49,6 +49,12 @@ if [ "$4" = errors ]; then
   grep -q 'config error at algorithm.allgather: got "recursive_doubling"' "$dir/algorithm.log" ||
     fail "topka's Bruck allgather: no error naming algorithm.allgather: $(cat "$dir/algorithm.log")"
   [ ! -e "$dir/out/manifest.json" ] || fail "a refused run wrote a manifest"
+  config teams 4 '{"name": "spardl", "teams": 2}'
+  status=0
+  "${mpirun[@]}" -np 4 "$sparsim_mpi" run "$dir/teams.json" --out "$dir/out" > "$dir/teams.log" 2>&1 || status=$?
+  [ "$status" = 2 ] || fail "SparDL with teams: exit status $status, expected 2 ($(cat "$dir/teams.log"))"
+  grep -q 'config error at algorithm.teams: got 2' "$dir/teams.log" ||
+    fail "SparDL with teams: no error naming algorithm.teams: $(cat "$dir/teams.log")"
   status=0
   "${mpirun[@]}" -np 8 "$sparsim_mpi" run "$dir/eight.json" --out "$dir/out" --poll-backoff -1e-6 \
     > "$dir/backoff.log" 2>&1 || status=$?

@@ -88,7 +88,7 @@ private:
   int tag_upper_bound_;
   MpiTransportOptions options_;
   double start_;
-  std::size_t sends_checked_at_ = 0; // sends_.size() after the last release_completed_sends
+  std::size_t sends_checked_at_ = 0;                   // sends_.size() after the last release_completed_sends
   std::vector<std::shared_ptr<MpiMessage>> unmatched_; // receives posted and not matched, in posting order
   std::vector<std::shared_ptr<MpiMessage>> sends_;     // sends posted, kept until done (MPI reads their bytes)
   std::vector<MpiMessage*> waiting_, pending_;         // scratch
