@@ -75,6 +75,9 @@ struct SparseInput {
   std::uint64_t k = 0;                                 // floor(density * n)
   std::shared_ptr<const SparseVector> local_selection; // this rank's selection from its accumulated gradient
   bool reevaluation = true; // a threshold re-evaluation iteration (every tau' = selection.reevaluate_every)
+  // Every rank's local_selection holds exactly k entries (an exact top-k: selection.policy and top_k "exact"),
+  // so a receiver knows the size of any rank's selection without being told.
+  bool exactly_k = false;
   // For a collective that selects within itself (LocalSelection::within_collective, SparDL): the rank's dense
   // acc (residual + gradient), which the collective leaves as the rank's new residual; local_selection is then
   // empty. Empty for the others.

@@ -52,7 +52,10 @@ public:
     Gathered<SparseVector> gathered;
     {
       auto scope = comm.phase("allgather");
-      gathered = allgather_ == "ring" ? ring_allgather(comm, mine, 0) : bruck_allgather(comm, mine, 0);
+      // Bruck's bundles hold several ranks' selections: their sizes are known when each holds exactly k.
+      gathered = allgather_ == "ring"
+                     ? ring_allgather(comm, mine, 0)
+                     : bruck_allgather(comm, mine, 0, input.exactly_k ? same_bytes_as(comm, *mine) : PartBytes());
     }
     // Union sum in rank order: every rank holds the same parts, so it is computed once for all.
     return union_sum_of_gathered(comm, gathered);

@@ -124,10 +124,12 @@ void check_runnable(const sparsim::ExperimentConfig& config, int processes)
                       "one of the algorithms sparsim-mpi runs so far (" + names + "; docs/mpi.md)");
   }
   if (const nlohmann::json allgather = config.algorithm->params().value("allgather", nlohmann::json());
-      algorithm == "topka" && allgather != "ring")
-    throw ConfigError(
-        "algorithm.allgather", allgather.dump(),
-        "\"ring\" under sparsim-mpi (the recursive-doubling allgather's bundles do not decode from their bytes yet)");
+      algorithm == "topka" && allgather != "ring" &&
+      !(config.selection.policy == sparsim::SelectionPolicy::exact &&
+        config.selection.top_k == sparsim::TopKRule::exact))
+    throw ConfigError("algorithm.allgather", allgather.dump(),
+                      "\"ring\" under sparsim-mpi unless selection.policy and selection.top_k are \"exact\" (the "
+                      "recursive-doubling allgather's bundles decode only when every selection holds k entries)");
   if (const nlohmann::json teams = config.algorithm->params().value("teams", nlohmann::json());
       algorithm == "spardl" && teams != 1)
     throw ConfigError("algorithm.teams", teams.dump(),

@@ -2,8 +2,8 @@
 # sparsim-mpi against the simulation: the same config (a star of RANKS nodes, calibrated BERT gradients, small
 # n) run by `sparsim run` and by `mpirun -np RANKS sparsim-mpi run` must give the same messages and bytes per
 # iteration, rank and phase (ranks.csv; times differ: measured vs simulated), pass the verification, and
-# write no links.csv. Mode "errors" checks bad input instead: a wrong -np and an algorithm variant the backend
-# does not run yet end every process with an error on rank 0, exit status 2, no hang.
+# write no links.csv. Mode "errors" checks bad input instead: a wrong -np, an algorithm and a variant the backend
+# does not run and a bad option end every process with an error on rank 0, exit status 2, no hang.
 # Usage: bash tests/mpi/run_mpi_test.sh SPARSIM SPARSIM_MPI WORKDIR RANKS 'ALGORITHM_JSON' [GPUS_PER_NODE
 #                                        [SPARSIM_MPI_OPTION...]]
 #        bash tests/mpi/run_mpi_test.sh SPARSIM SPARSIM_MPI WORKDIR errors
@@ -41,14 +41,21 @@ if [ "$4" = errors ]; then
   grep -q "config error at ranks: got 8, expected the number of MPI processes (2)" "$dir/np.log" ||
     fail "-np 2 for 8 ranks: no error naming ranks: $(cat "$dir/np.log")"
   [ "$(grep -c "config error" "$dir/np.log")" = 1 ] || fail "the error is printed by rank 0 only"
-  config unsupported 4 '{"name": "topka", "allgather": "recursive_doubling"}'
+  config unsupported 4 '{"name": "sparcml_ssar_split_allgather"}'
   status=0
   "${mpirun[@]}" -np 4 "$sparsim_mpi" run "$dir/unsupported.json" --out "$dir/out" > "$dir/algorithm.log" 2>&1 ||
     status=$?
-  [ "$status" = 2 ] || fail "topka's Bruck allgather: exit status $status, expected 2 ($(cat "$dir/algorithm.log"))"
-  grep -q 'config error at algorithm.allgather: got "recursive_doubling"' "$dir/algorithm.log" ||
-    fail "topka's Bruck allgather: no error naming algorithm.allgather: $(cat "$dir/algorithm.log")"
+  [ "$status" = 2 ] || fail "SparCML's split allgather: exit status $status, expected 2 ($(cat "$dir/algorithm.log"))"
+  grep -q 'config error at algorithm.name: got "sparcml_ssar_split_allgather"' "$dir/algorithm.log" ||
+    fail "SparCML's split allgather: no error naming algorithm.name: $(cat "$dir/algorithm.log")"
   [ ! -e "$dir/out/manifest.json" ] || fail "a refused run wrote a manifest"
+  config bruck 4 '{"name": "topka", "allgather": "recursive_doubling"}'
+  sed -i 's/^ "workload"/ "selection": {"policy": "threshold_reuse"},\n "workload"/' "$dir/bruck.json"
+  status=0
+  "${mpirun[@]}" -np 4 "$sparsim_mpi" run "$dir/bruck.json" --out "$dir/out" > "$dir/bruck.log" 2>&1 || status=$?
+  [ "$status" = 2 ] || fail "TopkA's Bruck allgather of reused thresholds: exit status $status, expected 2"
+  grep -q 'config error at algorithm.allgather: got "recursive_doubling"' "$dir/bruck.log" ||
+    fail "TopkA's Bruck allgather of reused thresholds: no error naming algorithm.allgather: $(cat "$dir/bruck.log")"
   config teams 4 '{"name": "spardl", "teams": 2}'
   status=0
   "${mpirun[@]}" -np 4 "$sparsim_mpi" run "$dir/teams.json" --out "$dir/out" > "$dir/teams.log" 2>&1 || status=$?
