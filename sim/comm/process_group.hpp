@@ -18,6 +18,8 @@ public:
   virtual RankId rank() const = 0;
   // Every process's `bytes`, in rank order, at process 0; nothing elsewhere. Every process must call it.
   virtual std::vector<std::vector<std::byte>> gather(std::span<const std::byte> bytes) = 0;
+  // `values` summed element by element over the processes, in every process. Every process must call it.
+  virtual void sum(std::span<double> values) = 0;
 };
 
 } // namespace sparsim

@@ -132,7 +132,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   world.trace().trace_iteration(options.trace_iteration, config.ranks);
   run.selection_wall.assign(config.iterations, 0.0);
   run.selection_shared_wall.assign(config.iterations, 0.0);
-  DenseVerifier dense_verifier(config);
+  DenseVerifier dense_verifier(config, processes);
   std::unique_ptr<SparseVerifier> sparse_verifier;
   std::unique_ptr<SelectionStage> selection_stage;
   if (const SparseAllreduce* sparse = config.sparse_algorithm()) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "algorithms/algorithm.hpp"
+#include "sim/comm/process_group.hpp"
 #include "sim/run/config.hpp"
 
 #include <algorithm>
@@ -18,11 +19,13 @@ namespace sparsim {
 // Summing P floats in any order errs by at most (P-1) u sum|x| (u = 2^-24); the checks allow twice that.
 inline double rounding_tolerance(int ranks, double abs_sum) { return ranks * 0x1.0p-23 * abs_sum + 1e-30; }
 
-// Dense results against the direct sum of all ranks' gradients, computed once per iteration.
+// Dense results against the direct sum of all ranks' gradients, computed once per iteration. With one rank per
+// process (`processes`), each process adds its own rank's gradient and the sums are summed over the processes.
 class DenseVerifier {
 public:
-  explicit DenseVerifier(const ExperimentConfig& config)
+  explicit DenseVerifier(const ExperimentConfig& config, ProcessGroup* processes = nullptr)
       : config_(config)
+      , processes_(processes)
   {
   }
 
@@ -46,16 +49,23 @@ private:
     sum_.assign(n, 0.0);
     abs_sum_.assign(n, 0.0);
     std::vector<float> gradient(n);
-    for (RankId r = 0; r < config_.ranks; ++r) {
+    const RankId first = processes_ ? processes_->rank() : 0;
+    const RankId end = processes_ ? first + 1 : config_.ranks;
+    for (RankId r = first; r < end; ++r) {
       config_.gradients->generate(r, iteration, gradient);
       for (std::size_t i = 0; i < n; ++i) {
         sum_[i] += gradient[i];
         abs_sum_[i] += std::fabs(gradient[i]);
       }
     }
+    if (processes_) {
+      processes_->sum(sum_);
+      processes_->sum(abs_sum_);
+    }
   }
 
   const ExperimentConfig& config_;
+  ProcessGroup* processes_;
   int iteration_ = -1;
   std::vector<double> sum_;
   std::vector<double> abs_sum_;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <stdexcept>
 
@@ -60,6 +61,15 @@ std::vector<std::vector<std::byte>> MpiRun::gather(std::span<const std::byte> by
   for (std::size_t r = 0; r < sizes.size(); ++r)
     parts.emplace_back(all.begin() + offsets[r], all.begin() + offsets[r] + sizes[r]);
   return parts;
+}
+
+void MpiRun::sum(std::span<double> values)
+{
+  constexpr std::size_t kChunk = std::size_t{1} << 26; // an int count, and bounded buffers inside MPI
+  for (std::size_t begin = 0; begin < values.size(); begin += kChunk) {
+    const std::size_t count = std::min(kChunk, values.size() - begin);
+    MPI_Allreduce(MPI_IN_PLACE, values.data() + begin, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  }
 }
 
 std::string mpi_library_version()

@@ -27,6 +27,7 @@ public:
 
   RankId rank() const override { return rank_; }
   std::vector<std::vector<std::byte>> gather(std::span<const std::byte> bytes) override;
+  void sum(std::span<double> values) override;
 
 private:
   RankId rank_ = 0;
