@@ -1,8 +1,14 @@
 // The wall-clock limit: a run past `--time-limit` stops before its next iteration, writes the iterations it
 // completed (exit status 3, manifest "partial"), and those rows equal the same iterations of an unlimited run.
+// Ctrl-C (SIGINT) does the same, with exit status 130.
 #include "sparsim_cli.hpp"
 
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <thread>
 
 using namespace sparsim::testing;
 
@@ -60,6 +66,48 @@ TEST(TimeLimit, StopsBeforeTheNextIterationWithPartialResultsThatMatchAFullRun)
   EXPECT_EQ(read_text(limited.dir / "results.csv"), read_text(full.dir / "results.csv"));
   EXPECT_EQ(read_text(limited.dir / "ranks.csv"), read_text(full.dir / "ranks.csv"));
   EXPECT_FALSE(nlohmann::json::parse(read_text(full.dir / "manifest.json"))["partial"].get<bool>());
+}
+
+TEST(TimeLimit, ASigintStopsBeforeTheNextIterationWithPartialResultsThatMatchAFullRun)
+{
+  // The run is signalled once its progress shows a completed iteration (stderr, read from a file), so that the
+  // handler is in place (installed before "running" is printed, again once SimGrid's engine has started) and
+  // some iterations are done; 2000 iterations leave minutes to spare.
+  const auto dir = scratch_dir("interrupted");
+  std::ofstream(dir / "config.json") << long_ring(2000).dump(2);
+  const auto err = dir / "stderr.txt";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string binary = std::string(SPARSIM_BINARY_DIR) + "/sparsim";
+    const std::string config = (dir / "config.json").string(), out = (dir / "out").string();
+    if (!std::freopen(err.c_str(), "w", stderr) || !std::freopen("/dev/null", "w", stdout))
+      _exit(127);
+    execl(binary.c_str(), binary.c_str(), "run", config.c_str(), "--out", out.c_str(), "--threads", "1",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (read_text(err).find("done: simulated") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << read_text(err);
+  ASSERT_EQ(WEXITSTATUS(status), 130) << read_text(err);
+  EXPECT_NE(read_text(err).find("sparsim: interrupted"), std::string::npos) << read_text(err);
+  const auto manifest = nlohmann::json::parse(read_text(dir / "out" / "manifest.json"));
+  EXPECT_TRUE(manifest["partial"].get<bool>());
+  const int done = manifest["iterations_completed"].get<int>();
+  ASSERT_GT(done, 0);
+  ASSERT_LT(done, 2000);
+  EXPECT_NE(manifest["stop_reason"].get<std::string>().find("interrupted (SIGINT)"), std::string::npos);
+  EXPECT_EQ(static_cast<int>(total_rows(dir / "out").size()), done);
+
+  CliResult full = run_config(long_ring(done), "interrupted_full");
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  EXPECT_EQ(read_text(dir / "out" / "results.csv"), read_text(full.dir / "results.csv"));
+  EXPECT_EQ(read_text(dir / "out" / "ranks.csv"), read_text(full.dir / "ranks.csv"));
 }
 
 TEST(TimeLimit, BadLimitsAreUsageErrors)

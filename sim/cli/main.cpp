@@ -11,7 +11,9 @@
 #include "sim/run/wall_estimate.hpp"
 #include "topologies/network_graph.hpp"
 
+#include <atomic>
 #include <charconv>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
@@ -68,7 +70,9 @@ usage:
   sparsim --help                                  this text
 
 Exit status: 0 success, 1 the run failed, 2 bad arguments or a bad config, 3 a run stopped by its
---time-limit (partial results written), 130 a sweep stopped by Ctrl-C/SIGINT or SIGTERM.
+--time-limit (partial results written), 130 a run stopped by Ctrl-C/SIGINT (before its next iteration;
+partial results written; a second Ctrl-C quits at once, writing nothing) or a sweep stopped by Ctrl-C/SIGINT
+or SIGTERM.
 Config fields are documented in docs/config.md.
 )";
 
@@ -240,6 +244,19 @@ const sparsim::NetworkModel& compared_model(const sparsim::ExperimentConfig& con
   return sparsim::network_model(sparsim::network_model(config.network.model).compared_with);
 }
 
+// Ctrl-C during `sparsim run`: the first stops the run before its next iteration, and the iterations it completed
+// are written (exit status 130); the handler is then reset (SA_RESETHAND), so a second Ctrl-C ends the process
+// at once. The handler only sets a lock-free flag and writes a fixed message.
+std::atomic<bool> run_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+extern "C" void interrupt_run(int)
+{
+  run_interrupted.store(true);
+  constexpr char kMessage[] = "\nsparsim: interrupted: stopping before the next iteration to write the iterations "
+                              "completed (Ctrl-C again to quit at once, writing nothing)\n";
+  [[maybe_unused]] const ssize_t written = write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+}
+
 int command_run(const Arguments& args, const std::string& command_line)
 {
   // Selections and messages are vectors of a few MiB allocated and freed all the time: keep them in the
@@ -253,6 +270,14 @@ int command_run(const Arguments& args, const std::string& command_line)
   const std::filesystem::path out =
       args.out.empty() ? std::filesystem::path("results") / config.name : std::filesystem::path(args.out);
   const int threads = args.threads > 0 ? args.threads : sparsim::machine_cores();
+  const auto install_interrupt_handler = [] {
+    struct sigaction on_interrupt {};
+    on_interrupt.sa_handler = interrupt_run;
+    on_interrupt.sa_flags = SA_RESETHAND;
+    sigemptyset(&on_interrupt.sa_mask);
+    sigaction(SIGINT, &on_interrupt, nullptr);
+  };
+  install_interrupt_handler();
   if (!args.quiet) {
     fmt::print(stderr, "sparsim: running {} ({} on {} ranks, {} iteration(s))\n", args.config, config.algorithm->name(),
                config.ranks, config.iterations);
@@ -270,6 +295,8 @@ int command_run(const Arguments& args, const std::string& command_line)
   options.show_progress = !args.quiet;
   options.threads = threads;
   options.wall_limit = args.time_limit;
+  options.interrupted = &run_interrupted;
+  options.install_interrupt_handler = install_interrupt_handler;
   if (!args.trace.empty()) {
     options.trace_iteration = args.trace_iteration >= 0 ? args.trace_iteration : config.iterations - 1;
     if (options.trace_iteration >= config.iterations)
@@ -286,6 +313,8 @@ int command_run(const Arguments& args, const std::string& command_line)
     if (!args.trace.empty())
       fmt::print("  trace      {} (iteration {})\n", args.trace, trace_iteration);
   }
+  if (output.interrupted)
+    return 130;
   return output.completed_iterations < config.iterations ? 3 : 0;
 }
 

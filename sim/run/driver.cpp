@@ -111,6 +111,8 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
                                .seed = config.seed});
   NetworkRun* const network = options.network ? options.network : own_network.get();
   ProcessGroup* const processes = network->processes();
+  if (options.install_interrupt_handler)
+    options.install_interrupt_handler();
 
   RunOutput out;
   out.routes = summarize_routes(*config.topology, graph, rank_nodes);
@@ -124,6 +126,7 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
                .threads = options.threads,
                .wall_start = wall_start,
                .wall_limit = options.wall_limit,
+               .interrupted = options.interrupted,
                .processes = processes};
   world.set_one_rank_per_process(processes != nullptr);
   world.set_reduction_bandwidth(config.compute.charged_reduction_bandwidth());
@@ -172,8 +175,10 @@ RunOutput run_experiment(const ExperimentConfig& config, const RunOptions& optio
   out.verify_max_error = run.verify_max_error;
   out.completed_iterations = run.stopped_at >= 0 ? run.stopped_at : config.iterations;
   if (run.stopped_at >= 0)
-    out.stop_reason =
-        fmt::format("the wall-clock limit of {} s passed before iteration {}", options.wall_limit, run.stopped_at);
+    out.stop_reason = run.stopped_by_interrupt ? fmt::format("interrupted (SIGINT) before iteration {}", run.stopped_at)
+                                               : fmt::format("the wall-clock limit of {} s passed before iteration {}",
+                                                             options.wall_limit, run.stopped_at);
+  out.interrupted = run.stopped_by_interrupt;
   for (int it = 0; it < out.completed_iterations; ++it)
     add_iteration_rows(it, run.records[it], config, world.phases(), out.cost_inputs, out.closed_form, out);
   for (const auto& row : out.rank_rows)

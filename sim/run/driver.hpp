@@ -11,7 +11,9 @@
 #include "sim/run/config.hpp"
 #include "sim/run/run_output.hpp"
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,8 +24,13 @@ namespace sparsim {
 // (deadlock, a result that fails verification).
 struct RunOptions {
   bool show_progress = true;
-  int threads = 1;          // host threads preparing the sparse ranks' gradients and selections (same results)
-  Seconds wall_limit = 0;   // host seconds; past it the run stops before its next iteration (0: no limit)
+  int threads = 1;        // host threads preparing the sparse ranks' gradients and selections (same results)
+  Seconds wall_limit = 0; // host seconds; past it the run stops before its next iteration (0: no limit)
+  // Once it holds true (set by the caller's SIGINT handler), the run stops before its next iteration.
+  const std::atomic<bool>* interrupted = nullptr;
+  // Installs the caller's SIGINT handler. SimGrid's engine puts its own in place when it starts (it exits at
+  // once), so the driver calls this after setting up the network.
+  std::function<void()> install_interrupt_handler;
   int trace_iteration = -1; // >= 0: record that iteration's timeline into RunOutput::trace
   // A network run of the caller's instead of the config's model: sparsim-mpi's real MPI run, which runs one rank
   // per process (NetworkRun::processes). Process 0 then gathers every rank's records and returns the run's

@@ -21,7 +21,7 @@ std::optional<Seconds> begin_iteration(RunState& run, Communicator& comm, int it
 {
   run.world.align_ranks(comm.rank());
   if (comm.rank() == run.preparing_rank()) {
-    run.check_wall_limit(iteration);
+    run.check_stop(iteration);
     if (run.stopped_at < 0) {
       run.records.emplace_back(run.config.ranks); // this iteration's records, grown as iterations start
       prepare();

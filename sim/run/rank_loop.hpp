@@ -12,6 +12,7 @@
 #include "sim/run/selection_stage.hpp"
 #include "sim/run/verification.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <fmt/format.h>
@@ -43,20 +44,29 @@ struct RunState {
   std::vector<Seconds> iteration_wall = {}; // see RunOutput
   std::vector<Seconds> selection_wall = {}; // see RunOutput; [iteration], sized by the driver
   std::vector<Seconds> selection_shared_wall = {};
-  Seconds wall_limit = 0;            // 0: none
-  int stopped_at = -1;               // the first iteration not run (wall-clock limit), -1 while running
+  Seconds wall_limit = 0;                         // 0: none
+  const std::atomic<bool>* interrupted = nullptr; // non-zero once the run is to stop (SIGINT)
+  int stopped_at = -1; // the first iteration not run (wall-clock limit or interrupt), -1 while running
+  bool stopped_by_interrupt = false;
   ProcessGroup* processes = nullptr; // one rank per process (a real MPI run), else null: every rank runs here
 
   // The rank that does, between the barriers that start an iteration, what every rank here must see: rank 0, or
   // with one rank per process that rank.
   RankId preparing_rank() const { return processes ? processes->rank() : 0; }
 
-  // Called by the preparing rank between the barriers that start `iteration`: stop there if the limit has passed.
-  void check_wall_limit(int iteration)
+  // Called by the preparing rank between the barriers that start `iteration`: stop there if the limit has passed
+  // or the run was interrupted.
+  void check_stop(int iteration)
   {
+    if (stopped_at >= 0)
+      return;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-    if (wall_limit > 0 && elapsed > wall_limit && stopped_at < 0)
+    if (interrupted && interrupted->load()) {
       stopped_at = iteration;
+      stopped_by_interrupt = true;
+    } else if (wall_limit > 0 && elapsed > wall_limit) {
+      stopped_at = iteration;
+    }
   }
 
   void note_verification(double error, RankId rank, int iteration)

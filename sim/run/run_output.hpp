@@ -80,6 +80,7 @@ struct RunOutput {
   std::uint64_t messages = 0;   // simulated messages, all iterations
   int completed_iterations = 0; // fewer than configured when the run stopped early (partial results)
   std::string stop_reason;      // why, for partial results
+  bool interrupted = false;     // stopped by SIGINT (RunOptions::interrupted), not by the wall-clock limit
   std::vector<LinkRow> links;   // links.csv: the SimGrid links that carried bytes
   bool real_run = false;        // ran on real MPI (sparsim-mpi): no links observed, no links.csv
   // The network model's own manifest fields: what ran (SimGrid's version only where SimGrid ran) and its
