@@ -12,7 +12,8 @@
 namespace sparsim {
 
 namespace {
-constexpr Seconds kFirstPause = 1e-9; // the first sleep after an empty poll, with a poll_backoff
+constexpr Seconds kFirstPause = 1e-9;      // the first sleep after an empty poll, with a poll_backoff
+constexpr Seconds kAlignmentMargin = 1e-2; // with a global clock: how long after the barrier the ranks leave
 } // namespace
 
 MpiTransport::MpiTransport(MPI_Comm comm, MpiTransportOptions options)
@@ -24,6 +25,9 @@ MpiTransport::MpiTransport(MPI_Comm comm, MpiTransportOptions options)
   int found = 0;
   MPI_Comm_get_attr(comm_, MPI_TAG_UB, &upper_bound, &found);
   tag_upper_bound_ = found ? *upper_bound : 32767; // the standard's guaranteed minimum
+  int* clock_is_global = nullptr;
+  MPI_Comm_get_attr(comm_, MPI_WTIME_IS_GLOBAL, &clock_is_global, &found);
+  global_clock_ = found && clock_is_global && *clock_is_global;
   MPI_Barrier(comm_);
   start_ = MPI_Wtime();
 }
@@ -38,7 +42,25 @@ void MpiTransport::sleep_for(RankId /*rank*/, Seconds duration)
   }
 }
 
-void MpiTransport::align_ranks(RankId /*rank*/) { MPI_Barrier(comm_); }
+void MpiTransport::align_ranks(RankId rank)
+{
+  MPI_Barrier(comm_);
+  if (!global_clock_)
+    return;
+  // The processes leave the barrier at different times (its last messages reach them over different routes).
+  // With one clock for all, they leave together instead: at an instant after the latest of them left, by a
+  // margin far above the time an allreduce takes.
+  const double left = MPI_Wtime();
+  double latest = 0;
+  MPI_Allreduce(&left, &latest, 1, MPI_DOUBLE, MPI_MAX, comm_);
+  const double instant = latest + kAlignmentMargin;
+  const double now = MPI_Wtime();
+  if (now >= instant)
+    throw std::runtime_error(fmt::format("rank {} reached the common instant of the alignment {} s late: the "
+                                         "allreduce took longer than its margin of {} s",
+                                         rank, now - instant, kAlignmentMargin));
+  pause(instant - now);
+}
 
 void MpiTransport::rank_finished(RankId /*rank*/)
 {
@@ -193,13 +215,17 @@ void MpiTransport::wait_for(std::span<MpiMessage* const> messages)
 
 void MpiTransport::idle(Seconds pause) const
 {
-  if (options_.poll_backoff <= 0) {
+  if (options_.poll_backoff <= 0)
     sched_yield();
-    return;
-  }
-  const double whole = std::floor(pause);
-  timespec duration{static_cast<time_t>(whole), static_cast<long>((pause - whole) * 1e9)};
-  nanosleep(&duration, nullptr);
+  else
+    MpiTransport::pause(pause);
+}
+
+void MpiTransport::pause(Seconds duration)
+{
+  const double whole = std::floor(duration);
+  const timespec span{static_cast<time_t>(whole), static_cast<long>((duration - whole) * 1e9)};
+  nanosleep(&span, nullptr);
 }
 
 void MpiTransport::wait(Message& message, bool /*is_receive*/)

@@ -19,11 +19,16 @@
 // clock jumps to the completion).
 //
 // Simulated time is the host's: now() is MPI_Wtime since the transport was made; align_ranks is MPI_Barrier.
+// Where MPI_Wtime is one clock for every process (MPI_WTIME_IS_GLOBAL: SMPI says so), align_ranks then also
+// lets every process leave at one instant (an allreduce of the barrier's exit times, and a sleep to 10 ms after
+// the latest), as the simulation's zero-cost barrier does; otherwise they leave as MPI_Barrier releases them.
 // The compute model's charges (training step, selection, reductions) are not spent by default (the GPU work is
 // not run), or slept when `sleep_compute` is set.
 //
-// LIMITATIONS: a message is at most INT_MAX bytes and a tag at most MPI_TAG_UB (a clear error otherwise); the
-// barrier aligns the processes only as closely as MPI_Barrier does (a few microseconds on one host).
+// LIMITATIONS: a message is at most INT_MAX bytes and a tag at most MPI_TAG_UB (a clear error otherwise); without a
+// global clock the barrier aligns the processes only as closely as MPI_Barrier does (a few microseconds on one
+// host); `sleep_compute` busy-waits on MPI_Wtime, which does not advance under SMPI without computation
+// simulated (the SMPI bench charges no compute).
 #pragma once
 
 #include "sim/comm/transport.hpp"
@@ -73,6 +78,8 @@ private:
   void release_completed_sends();
   // Between two polls that found nothing: yields the core, or sleeps `pause` (see poll_backoff).
   void idle(Seconds pause) const;
+  // Sleeps `duration` (simulated under SMPI).
+  static void pause(Seconds duration);
   // Whether `m` has completed (tests its request once).
   bool completes(MpiMessage& m);
   // Marks `m` done (its request completed) and frees a send's bytes.
@@ -87,6 +94,7 @@ private:
   RankId rank_;
   int tag_upper_bound_;
   MpiTransportOptions options_;
+  bool global_clock_ = false; // MPI_WTIME_IS_GLOBAL: one clock for every process (SMPI's simulated time)
   double start_;
   std::size_t sends_checked_at_ = 0;                   // sends_.size() after the last release_completed_sends
   std::vector<std::shared_ptr<MpiMessage>> unmatched_; // receives posted and not matched, in posting order
