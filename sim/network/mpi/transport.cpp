@@ -36,10 +36,14 @@ void MpiTransport::sleep_for(RankId /*rank*/, Seconds duration)
 {
   if (!options_.sleep_compute || duration <= 0)
     return;
+#ifdef SPARSIM_UNDER_SMPI
+  pause(duration); // SMPI's simulated sleep: the charge moves SMPI's clock as it moves the simulation's
+#else
   // Busy until the time has passed: a sleep's wakeup lags by tens of microseconds, longer than many charges.
   const double until = MPI_Wtime() + duration;
   while (MPI_Wtime() < until) {
   }
+#endif
 }
 
 void MpiTransport::align_ranks(RankId rank)

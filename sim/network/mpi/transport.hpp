@@ -23,12 +23,12 @@
 // lets every process leave at one instant (an allreduce of the barrier's exit times, and a sleep to 10 ms after
 // the latest), as the simulation's zero-cost barrier does; otherwise they leave as MPI_Barrier releases them.
 // The compute model's charges (training step, selection, reductions) are not spent by default (the GPU work is
-// not run), or slept when `sleep_compute` is set.
+// not run), or spent when `sleep_compute` is set: busy-waiting on MPI_Wtime, or built for SMPI
+// (SPARSIM_UNDER_SMPI) as SMPI's simulated sleep.
 //
 // LIMITATIONS: a message is at most INT_MAX bytes and a tag at most MPI_TAG_UB (a clear error otherwise); without a
 // global clock the barrier aligns the processes only as closely as MPI_Barrier does (a few microseconds on one
-// host); `sleep_compute` busy-waits on MPI_Wtime, which does not advance under SMPI without computation
-// simulated (the SMPI bench charges no compute).
+// host).
 #pragma once
 
 #include "sim/comm/transport.hpp"
