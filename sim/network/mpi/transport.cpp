@@ -193,7 +193,7 @@ void MpiTransport::block_until_one_completes(std::span<MpiMessage* const> messag
 
 void MpiTransport::wait_for(std::span<MpiMessage* const> messages)
 {
-  Seconds pause = kFirstPause;
+  Seconds backoff = kFirstPause; // the next sleep between empty polls
   for (;;) {
     const bool matched = match_receives();
     bool all = true;
@@ -202,27 +202,27 @@ void MpiTransport::wait_for(std::span<MpiMessage* const> messages)
     if (all)
       return;
     if (matched) {
-      pause = kFirstPause;
+      backoff = kFirstPause;
       continue;
     }
     if (unmatched_.empty()) {
       // Every receive this rank posted has its message: nothing it could do would help a peer, so block (MPI
       // completes the transfers; SMPI advances its clock to the next completion, without polling).
       block_until_one_completes(messages);
-      pause = kFirstPause;
+      backoff = kFirstPause;
       continue;
     }
-    idle(pause);
-    pause = std::min(2 * pause, options_.poll_backoff);
+    idle(backoff);
+    backoff = std::min(2 * backoff, options_.poll_backoff);
   }
 }
 
-void MpiTransport::idle(Seconds pause) const
+void MpiTransport::idle(Seconds backoff) const
 {
   if (options_.poll_backoff <= 0)
     sched_yield();
   else
-    MpiTransport::pause(pause);
+    pause(backoff);
 }
 
 void MpiTransport::pause(Seconds duration)

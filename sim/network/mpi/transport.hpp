@@ -76,8 +76,8 @@ private:
   bool match_receives();
   // Frees the buffers of the sends that have completed, checking them only once their number has doubled.
   void release_completed_sends();
-  // Between two polls that found nothing: yields the core, or sleeps `pause` (see poll_backoff).
-  void idle(Seconds pause) const;
+  // Between two polls that found nothing: yields the core, or sleeps `backoff` (see poll_backoff).
+  void idle(Seconds backoff) const;
   // Sleeps `duration` (simulated under SMPI).
   static void pause(Seconds duration);
   // Whether `m` has completed (tests its request once).
