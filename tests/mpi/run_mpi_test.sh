@@ -34,40 +34,30 @@ rm -rf "$dir"
 mkdir -p "$dir"
 
 if [ "$4" = errors ]; then
+  # refused WHAT PROCESSES CONFIG EXPECTED_TEXT [SPARSIM_MPI_OPTION...]: every process exits 2, rank 0 prints
+  # the error once, nothing is written.
+  refused() {
+    local what=$1 processes=$2 config=$3 expected=$4 status=0
+    shift 4
+    "${mpirun[@]}" -np "$processes" "$sparsim_mpi" run "$dir/$config.json" --out "$dir/out" "$@" \
+      > "$dir/$config.log" 2>&1 || status=$?
+    [ "$status" = 2 ] || fail "$what: exit status $status, expected 2 ($(cat "$dir/$config.log"))"
+    grep -q -- "$expected" "$dir/$config.log" || fail "$what: no error saying '$expected': $(cat "$dir/$config.log")"
+    [ "$(grep -c -- "$expected" "$dir/$config.log")" = 1 ] || fail "$what: the error is not printed by rank 0 only"
+    [ ! -e "$dir/out/manifest.json" ] || fail "$what: a refused run wrote a manifest"
+  }
   config eight 8 '{"name": "dense_ring"}'
-  status=0
-  "${mpirun[@]}" -np 2 "$sparsim_mpi" run "$dir/eight.json" --out "$dir/out" > "$dir/np.log" 2>&1 || status=$?
-  [ "$status" = 2 ] || fail "-np 2 for 8 ranks: exit status $status, expected 2 ($(cat "$dir/np.log"))"
-  grep -q "config error at ranks: got 8, expected the number of MPI processes (2)" "$dir/np.log" ||
-    fail "-np 2 for 8 ranks: no error naming ranks: $(cat "$dir/np.log")"
-  [ "$(grep -c "config error" "$dir/np.log")" = 1 ] || fail "the error is printed by rank 0 only"
-  config unsupported 4 '{"name": "sparcml_ssar_split_allgather"}'
-  status=0
-  "${mpirun[@]}" -np 4 "$sparsim_mpi" run "$dir/unsupported.json" --out "$dir/out" > "$dir/algorithm.log" 2>&1 ||
-    status=$?
-  [ "$status" = 2 ] || fail "SparCML's split allgather: exit status $status, expected 2 ($(cat "$dir/algorithm.log"))"
-  grep -q 'config error at algorithm.name: got "sparcml_ssar_split_allgather"' "$dir/algorithm.log" ||
-    fail "SparCML's split allgather: no error naming algorithm.name: $(cat "$dir/algorithm.log")"
-  [ ! -e "$dir/out/manifest.json" ] || fail "a refused run wrote a manifest"
+  refused "-np 2 for 8 ranks" 2 eight "config error at ranks: got 8, expected the number of MPI processes (2)"
+  refused "--poll-backoff -1e-6" 8 eight '--poll-backoff "-1e-6": expected seconds between 0 and 1' \
+    --poll-backoff -1e-6
+  config split 4 '{"name": "sparcml_ssar_split_allgather"}'
+  refused "SparCML's split allgather" 4 split 'config error at algorithm.name: got "sparcml_ssar_split_allgather"'
   config bruck 4 '{"name": "topka", "allgather": "recursive_doubling"}'
   sed -i 's/^ "workload"/ "selection": {"policy": "threshold_reuse"},\n "workload"/' "$dir/bruck.json"
-  status=0
-  "${mpirun[@]}" -np 4 "$sparsim_mpi" run "$dir/bruck.json" --out "$dir/out" > "$dir/bruck.log" 2>&1 || status=$?
-  [ "$status" = 2 ] || fail "TopkA's Bruck allgather of reused thresholds: exit status $status, expected 2"
-  grep -q 'config error at algorithm.allgather: got "recursive_doubling"' "$dir/bruck.log" ||
-    fail "TopkA's Bruck allgather of reused thresholds: no error naming algorithm.allgather: $(cat "$dir/bruck.log")"
+  refused "TopkA's Bruck allgather of reused thresholds" 4 bruck \
+    'config error at algorithm.allgather: got "recursive_doubling"'
   config teams 4 '{"name": "spardl", "teams": 2}'
-  status=0
-  "${mpirun[@]}" -np 4 "$sparsim_mpi" run "$dir/teams.json" --out "$dir/out" > "$dir/teams.log" 2>&1 || status=$?
-  [ "$status" = 2 ] || fail "SparDL with teams: exit status $status, expected 2 ($(cat "$dir/teams.log"))"
-  grep -q 'config error at algorithm.teams: got 2' "$dir/teams.log" ||
-    fail "SparDL with teams: no error naming algorithm.teams: $(cat "$dir/teams.log")"
-  status=0
-  "${mpirun[@]}" -np 8 "$sparsim_mpi" run "$dir/eight.json" --out "$dir/out" --poll-backoff -1e-6 \
-    > "$dir/backoff.log" 2>&1 || status=$?
-  [ "$status" = 2 ] || fail "--poll-backoff -1e-6: exit status $status, expected 2 ($(cat "$dir/backoff.log"))"
-  grep -q -- '--poll-backoff "-1e-6": expected seconds between 0 and 1' "$dir/backoff.log" ||
-    fail "--poll-backoff -1e-6: no error naming the option: $(cat "$dir/backoff.log")"
+  refused "SparDL with teams" 4 teams 'config error at algorithm.teams: got 2'
   echo "PASSED: bad input ends every process with exit status 2"
   exit 0
 fi
