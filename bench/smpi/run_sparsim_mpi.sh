@@ -14,7 +14,8 @@
 #              wait can end late; default 1e-9 s), PROTOCOL ("rendezvous", the default: SMPI's
 #              sends never detached, as sparsim models every message; "smpi": SMPI's own eager sends below
 #              64 KiB), OUT (default BUILD_DIR/smpi_sparsim_mpi).
-# Prints a markdown table: per algorithm and phase, the slowest rank's time summed over the iterations.
+# Prints a markdown table (OUT/table.md): per algorithm and phase, the slowest rank's time summed over the
+# iterations; then OUT/summary.md: per topology and P, the median and largest deviation of SMPI from sparsim.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -101,3 +102,22 @@ JSON
   done
 done
 cat "$table"
+
+# Per topology and P: how far SMPI's phase times fall from sparsim's (|SMPI / sparsim - 1|).
+summary=$out/summary.md
+{
+  echo "| topology | P | phases | median deviation | largest deviation | that phase |"
+  echo "|---|---|---|---|---|---|"
+  awk -F'|' 'NR > 2 { gsub(/ /, "", $2); key = $2 "|" $3 + 0; d = $8 - 1; if (d < 0) d = -d
+                      n[key]++; dev[key, n[key]] = d
+                      if (d >= worst[key]) { worst[key] = d; where[key] = $4 $5 } }
+             END { for (key in n) {
+                     m = n[key]; for (i = 1; i <= m; i++) sorted[i] = dev[key, i]
+                     for (i = 2; i <= m; i++) for (j = i; j > 1 && sorted[j - 1] > sorted[j]; j--) {
+                       t = sorted[j]; sorted[j] = sorted[j - 1]; sorted[j - 1] = t }
+                     median = m % 2 ? sorted[(m + 1) / 2] : (sorted[m / 2] + sorted[m / 2 + 1]) / 2
+                     split(key, k, "|"); gsub(/^ +| +$/, "", where[key]); gsub(/ +/, " ", where[key])
+                     printf "| %s | %d | %d | %.2f%% | %.2f%% | %s |\n", k[1], k[2], m, 100 * median, 100 * worst[key],
+                       where[key] } }' "$table" | sort -t'|' -k2,2 -k3,3n
+} >"$summary"
+cat "$summary"
