@@ -149,6 +149,23 @@ TEST(FiberRanks, AStackOverflowEndsTheRunWithAnErrorNamingTheRank)
   EXPECT_FALSE(rank_2_ran); // no rank runs after the overflow is seen
 }
 
+TEST(FiberRanks, TheDeepestStackReachIsMeasuredToThePage)
+{
+  FiberRanks fibers(4, 128 * 1024);
+  fibers.run([&](RankId rank) {
+    if (rank == 2) { // 40 KiB below its first frame
+      const char here = 0;
+      (void)recurse_below(reinterpret_cast<std::uintptr_t>(&here) - 40 * 1024);
+    }
+    fibers.park(rank);
+  });
+  const FiberRanks::StackReach reach = fibers.deepest_stack_reach();
+  EXPECT_EQ(reach.rank, 2);
+  // The body's first frame lies a little below the stack's top; the reach counts whole pages.
+  EXPECT_GE(reach.bytes, 40 * 1024);
+  EXPECT_LE(reach.bytes, 40 * 1024 + 8 * 1024);
+}
+
 // The link-level transport on a star of `P` nodes, its ranks as fibers.
 struct LinkLevelFibersOnAStar {
   explicit LinkLevelFibersOnAStar(int P)

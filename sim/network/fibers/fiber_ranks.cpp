@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
@@ -193,6 +194,30 @@ void FiberRanks::landed(void* from_context, int self)
   (void)self;
 #endif
   contexts_[static_cast<std::size_t>(switching_from_ + 1)] = from_context;
+}
+
+FiberRanks::StackReach FiberRanks::deepest_stack_reach() const
+{
+  // One residency byte per page of the mapping (its first page is the guard).
+  const std::size_t page = page_bytes();
+  std::vector<unsigned char> present(mapping_bytes_ / page);
+  if (mincore(stacks_ - page, mapping_bytes_, present.data()) != 0)
+    throw std::runtime_error(fmt::format("mincore on the fiber stacks failed: {}", std::strerror(errno)));
+  StackReach deepest;
+  const std::size_t pages_per_stride = stride_ / page;
+  for (RankId rank = 0; rank < ranks_; ++rank) {
+    // The stride's first page holds the canary (written when the stack was made); the stack grows down from
+    // its top towards it.
+    const std::size_t first = 1 + static_cast<std::size_t>(rank) * pages_per_stride;
+    for (std::size_t p = 1; p < pages_per_stride; ++p)
+      if (present[first + p] & 1) {
+        const std::size_t reach = stack_size(rank) - p * page;
+        if (reach > deepest.bytes)
+          deepest = {reach, rank};
+        break;
+      }
+  }
+  return deepest;
 }
 
 std::byte* FiberRanks::stack_bottom(RankId rank) const { return stacks_ + static_cast<std::size_t>(rank) * stride_; }

@@ -44,6 +44,16 @@ public:
   void park(RankId rank) override;
   void unpark(const std::vector<RankId>& ranks) override;
 
+  // How deep the ranks' stacks reached: the bytes from a stack's top to the lowest page of it that is present
+  // (mincore; a page is present once something wrote to it), at most a page more than the deepest frame, and
+  // the rank that reached deepest. Page-exact, for choosing network.fiber_stack (docs/benchmarks.md).
+  struct StackReach {
+    std::size_t bytes = 0;
+    RankId rank = -1;
+  };
+  StackReach deepest_stack_reach() const;
+  std::size_t stack_bytes() const { return stack_bytes_; }
+
 private:
   enum class State : std::uint8_t {
     runnable, // in the run queue (every rank starts there)

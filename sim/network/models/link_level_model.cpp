@@ -56,7 +56,12 @@ public:
     nlohmann::json fields = {{"rank_parks", transport_->rank_parks()}};
     if (adaptive_)
       fields["nonminimal_routes"] = transport_->nonminimal_routes(); // of the run's simulated_messages
-    if (!fibers_) {
+    if (fibers_) {
+      const FiberRanks::StackReach reach = fiber_ranks_->deepest_stack_reach();
+      fields["fiber_stack"] = {{"bytes", fiber_ranks_->stack_bytes()},
+                               {"deepest_reach_bytes", reach.bytes},
+                               {"deepest_reach_rank", reach.rank}};
+    } else {
       fields["simgrid_version"] = simgrid_version();
       fields["simgrid_options"] = simgrid_options(kApproximated, false);
     }
