@@ -154,7 +154,8 @@ double gathered_sparse_report(ProcessGroup& processes, const WireFormat& wire, S
     };
     const auto floats = [](WireBytes bytes) {
       std::vector<float> values(bytes.size() / sizeof(float));
-      std::memcpy(values.data(), bytes.data(), bytes.size());
+      if (!values.empty()) // memcpy must not see the null pointers of empty spans
+        std::memcpy(values.data(), bytes.data(), bytes.size());
       return values;
     };
     RankCheck rank;
