@@ -11,7 +11,7 @@
 # Environment: RANKS (default "16"), TOPOLOGIES (default "star fat_tree piz_daint"), ALGORITHMS (default: every
 #              one sparsim-mpi runs), N (default 65536), ITERATIONS (default 3), BACKOFF (sparsim-mpi's
 #              --poll-backoff: the longest simulated sleep between the empty polls of a wait, so the most a
-#              wait can end late; default 1e-9 s), PROTOCOL ("rendezvous", the default: SMPI's
+#              wait can end late; default 1e-9 s, its smallest), PROTOCOL ("rendezvous", the default: SMPI's
 #              sends never detached, as sparsim models every message; "smpi": SMPI's own eager sends below
 #              64 KiB), OUT (default BUILD_DIR/smpi_sparsim_mpi).
 # Prints a markdown table (OUT/table.md): per algorithm and phase, the slowest rank's time summed over the

@@ -45,7 +45,8 @@ struct Arguments {
   sparsim::MpiTransportOptions transport;
 };
 
-// A sleep bound in seconds: a number in [0, 1].
+// The bound of --poll-backoff in seconds: 0 (yield instead of sleeping), or from 1 ns (nanosleep's unit: a shorter
+// sleep would be none, and under SMPI a wait would then never advance the clock) to 1 s.
 double parse_poll_backoff(const std::string& text)
 {
   std::size_t used = 0;
@@ -55,8 +56,9 @@ double parse_poll_backoff(const std::string& text)
   } catch (const std::logic_error&) {
     used = 0;
   }
-  if (used != text.size() || !(seconds >= 0 && seconds <= 1))
-    throw UsageError(fmt::format("--poll-backoff \"{}\": expected seconds between 0 and 1 (e.g. 1e-8)", text));
+  if (used != text.size() || !(seconds == 0 || (seconds >= 1e-9 && seconds <= 1)))
+    throw UsageError(
+        fmt::format("--poll-backoff \"{}\": expected 0 or seconds between 1e-9 and 1 (e.g. 1e-8)", text));
   return seconds;
 }
 

@@ -48,8 +48,10 @@ if [ "$4" = errors ]; then
   }
   config eight 8 '{"name": "dense_ring"}'
   refused "-np 2 for 8 ranks" 2 eight "config error at ranks: got 8, expected the number of MPI processes (2)"
-  refused "--poll-backoff -1e-6" 8 eight '--poll-backoff "-1e-6": expected seconds between 0 and 1' \
+  refused "--poll-backoff -1e-6" 8 eight '--poll-backoff "-1e-6": expected 0 or seconds between 1e-9 and 1' \
     --poll-backoff -1e-6
+  refused "--poll-backoff 1e-10" 8 eight '--poll-backoff "1e-10": expected 0 or seconds between 1e-9 and 1' \
+    --poll-backoff 1e-10
   config split 4 '{"name": "sparcml_ssar_split_allgather"}'
   refused "SparCML's split allgather" 4 split 'config error at algorithm.name: got "sparcml_ssar_split_allgather"'
   config bruck 4 '{"name": "topka", "allgather": "recursive_doubling"}'
