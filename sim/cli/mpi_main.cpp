@@ -57,8 +57,7 @@ double parse_poll_backoff(const std::string& text)
     used = 0;
   }
   if (used != text.size() || !(seconds == 0 || (seconds >= 1e-9 && seconds <= 1)))
-    throw UsageError(
-        fmt::format("--poll-backoff \"{}\": expected 0 or seconds between 1e-9 and 1 (e.g. 1e-8)", text));
+    throw UsageError(fmt::format("--poll-backoff \"{}\": expected 0 or seconds between 1e-9 and 1 (e.g. 1e-8)", text));
   return seconds;
 }
 
