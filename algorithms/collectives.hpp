@@ -53,23 +53,29 @@ template <class T> PartBytes same_bytes_as(const Communicator& comm, const T& ex
   return [bytes](int) { return bytes; };
 }
 
-// The Bundle of a completed receive whose layout the receiver knows: the parts of owners first, first + 1, ...
-// (`count` of them, mod `owners_mod`), part_bytes(owner) bytes each. Where layouts are needed
-// (Communicator::bundle_layouts_needed) they cut the parts apart, or are checked against the simulated Bundle;
-// elsewhere the Bundle is taken as it arrived.
+// One step of an exchange of Bundles: sends `bundle` to `dest` and receives one from `source` under `tag`, both in
+// flight at once (as Communicator::sendrecv). The receiver knows the incoming layout when `part_bytes` is given: the
+// parts of owners first, first + 1, ... (`count` of them, mod `owners_mod`), part_bytes(owner) bytes each. Where
+// layouts are needed (Communicator::bundle_layouts_needed) they cut the parts apart, or are checked against the
+// simulated Bundle; elsewhere, or without `part_bytes`, the Bundle is taken as it arrived.
 template <class T>
-std::shared_ptr<const Bundle<T>> take_laid_out(Communicator& comm, Request& received, int first, int count,
-                                               int owners_mod, const PartBytes& part_bytes)
+std::shared_ptr<const Bundle<T>> sendrecv_bundle(Communicator& comm, RankId dest,
+                                                 std::shared_ptr<const Bundle<T>> bundle, RankId source, Tag tag,
+                                                 int first, int count, int owners_mod, const PartBytes& part_bytes)
 {
-  if (!comm.bundle_layouts_needed())
-    return comm.take<Bundle<T>>(received);
+  std::array<Request, 2> both;
+  both[1] = comm.isend(dest, tag, std::move(bundle));
+  both[0] = comm.irecv(source, tag);
+  comm.wait_all(both);
+  if (!part_bytes || !comm.bundle_layouts_needed())
+    return comm.take<Bundle<T>>(both[0]);
   std::vector<RankId> owners;
   std::vector<Bytes> sizes;
   for (int i = 0; i < count; ++i) {
     owners.push_back((first + i) % owners_mod);
     sizes.push_back(part_bytes(owners.back()));
   }
-  return comm.take_bundle<T>(received, std::move(owners), sizes);
+  return comm.take_bundle<T>(both[0], std::move(owners), sizes);
 }
 
 // Bruck's allgather (recursive doubling for any group size G) among the members of `group`: in step j member m
@@ -94,14 +100,10 @@ Gathered<T> bruck_allgather(Communicator& comm, std::shared_ptr<const T> mine, T
       bundle->owners.push_back(owner);
       bundle->parts.push_back(gathered[owner]);
     }
-    std::array<Request, 2> both;
-    both[1] = comm.isend(group.member((m - distance + G) % G), tag_base + step,
-                         std::shared_ptr<const Bundle<T>>(std::move(bundle)));
-    both[0] = comm.irecv(group.member((m + distance) % G), tag_base + step);
-    comm.wait_all(both);
-    // The parts of members m + distance .. m + distance + count - 1.
-    const auto incoming = part_bytes ? take_laid_out<T>(comm, both[0], (m + distance) % G, count, G, part_bytes)
-                                     : comm.take<Bundle<T>>(both[0]);
+    // In come the parts of members m + distance .. m + distance + count - 1.
+    const auto incoming =
+        sendrecv_bundle<T>(comm, group.member((m - distance + G) % G), std::move(bundle),
+                           group.member((m + distance) % G), tag_base + step, (m + distance) % G, count, G, part_bytes);
     for (std::size_t i = 0; i < incoming->owners.size(); ++i)
       gathered[incoming->owners[i]] = incoming->parts[i];
   }

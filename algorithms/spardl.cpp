@@ -59,7 +59,6 @@
 #include "sim/data/sparse_ops.hpp"
 #include "sim/data/topk.hpp"
 
-#include <array>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -241,13 +240,10 @@ public:
           bundle->owners.push_back(b);
           bundle->parts.push_back(take_top(comm, acc, blocks.begin(b), blocks.end(b), kb));
         }
-        std::array<Request, 2> both;
-        both[1] = comm.isend(team.member((q + gap) % Q), kReduceScatterTag + static_cast<Tag>(i),
-                             std::shared_ptr<const Bundle<SparseVector>>(std::move(bundle)));
-        both[0] = comm.irecv(team.member((q - gap + Q) % Q), kReduceScatterTag + static_cast<Tag>(i));
-        comm.wait_all(both);
-        // Blocks q .. q + count - 1, each its sender's top-k_b.
-        const auto incoming = take_laid_out<SparseVector>(comm, both[0], q, count, Q, top_bytes);
+        // In come blocks q .. q + count - 1, each its sender's top-k_b.
+        const auto incoming = sendrecv_bundle<SparseVector>(
+            comm, team.member((q + gap) % Q), std::move(bundle), team.member((q - gap + Q) % Q),
+            kReduceScatterTag + static_cast<Tag>(i), q, count, Q, top_bytes);
         for (const auto& part : incoming->parts)
           add_into_acc(comm, acc, *part);
       }

@@ -125,9 +125,7 @@ void check_runnable(const sparsim::ExperimentConfig& config, int processes)
                       "one of the algorithms sparsim-mpi runs so far (" + names + "; docs/mpi.md)");
   }
   if (const nlohmann::json allgather = config.algorithm->params().value("allgather", nlohmann::json());
-      algorithm == "topka" && allgather != "ring" &&
-      !(config.selection.policy == sparsim::SelectionPolicy::exact &&
-        config.selection.top_k == sparsim::TopKRule::exact))
+      algorithm == "topka" && allgather != "ring" && !config.selection.exact_top_k())
     throw ConfigError("algorithm.allgather", allgather.dump(),
                       "\"ring\" under sparsim-mpi unless selection.policy and selection.top_k are \"exact\" (the "
                       "recursive-doubling allgather's bundles decode only when every selection holds k entries)");

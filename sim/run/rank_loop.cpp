@@ -118,8 +118,6 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
   auto state = algorithm.make_rank_state(rank, config.ranks, n);
   const bool within_collective = config.selects_within_collective();
   std::vector<float> acc_before; // a real run's check of a within-collective selection: this rank's acc
-  const bool selects_exactly_k = !within_collective && config.selection.policy == SelectionPolicy::exact &&
-                                 config.selection.top_k == TopKRule::exact;
 
   // Dense warm-up iterations (iteration counters include them): a ring allreduce of the gradient itself.
   const auto warmup = make_warmup_allreduce();
@@ -154,7 +152,7 @@ void run_sparse_rank(RunState& run, SelectionStage& stage, SparseVerifier& verif
                             .k = k,
                             .local_selection = selection,
                             .reevaluation = it % config.selection.reevaluate_every == 0,
-                            .exactly_k = selects_exactly_k,
+                            .exactly_k = !within_collective && config.selection.exact_top_k(),
                             .acc = stage.acc_for_collective(rank)};
     const std::shared_ptr<const SparseVector> result = algorithm.allreduce(comm, input, state.get(), record.sparse);
     charge_staging_copy(config, comm); // the result, as a dense vector, back to the device

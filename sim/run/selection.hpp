@@ -112,6 +112,8 @@ struct SelectionConfig {
   TopKRule top_k = TopKRule::exact;
   ReevaluationResidual reevaluation_residual = ReevaluationResidual::selected_in_result;
   nlohmann::json to_json() const;
+  // Every local selection is an exact top-k, so it holds exactly k entries (SparseInput::exactly_k).
+  bool exact_top_k() const { return policy == SelectionPolicy::exact && top_k == TopKRule::exact; }
 };
 // Reads the config's "selection" object; `default_policy` comes from the algorithm. `candidates`: the gradients
 // come as candidates (gradients.generation "candidates"), which keep no dense residual: "none" is the default,
