@@ -5,6 +5,7 @@
 
 #include "sim/base/units.hpp"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -50,24 +51,39 @@ public:
 
   // Counts a message's bytes on its route and returns the route's slots (valid until the source's next message).
   // Empty, and nothing counted, without a route or when the network model chooses routes (count() then).
-  std::span<const std::size_t> add(RankId source, RankId dest, Bytes bytes, int iteration);
+  std::span<const std::uint32_t> add(RankId source, RankId dest, Bytes bytes, int iteration);
   // Counts a message's bytes on the route the network model chose for it (adaptive routing).
   void count(std::span<const std::size_t> slots, Bytes bytes, int iteration);
   bool routes_chosen_at_start() const { return route_.chosen_at_start(); }
   const LinkRoute& route() const { return route_; }
-  const std::vector<LinkLoad>& loads() const { return loads_; } // [slot]
+  // [slot]: every message counted so far, the bytes still held per source (below) included.
+  const std::vector<LinkLoad>& loads() const;
 
 private:
-  LinkRoute route_;
-  std::vector<LinkLoad> loads_;
-  // Per source rank, its count of sends and the route to the destination it sent to last (every step of a
-  // ring reuses it, unless routes are per message).
-  struct LastRoute {
+  // A source's bytes on the route it used last are summed per source and added to that route's links only when
+  // the source changes route, when the iteration changes (ranks align between iterations, so every source's
+  // sums are then complete) or when the loads are read: a ring's steps touch one line per message instead of
+  // one per link of its route. The sums are integers, so the order of adding them changes nothing.
+  static constexpr std::size_t kInlineLinks = 8;
+  struct alignas(64) LastRoute {
     RankId dest = -1;
-    std::vector<std::size_t> slots;
+    std::uint32_t length = 0; // links in the route: in `links` up to kInlineLinks, else in long_routes_[source]
+    int held_iteration = -1;  // the iteration of the bytes held (-1: none held)
+    Bytes held_bytes = 0;
+    std::uint64_t sends = 0; // the source's count of sends
+    std::array<std::uint32_t, kInlineLinks> links{};
   };
-  std::vector<LastRoute> last_routes_;
-  std::vector<std::uint64_t> sends_;
+  std::span<const std::uint32_t> links_of(RankId source) const;
+  void add_held(RankId source) const;
+  void add_every_held() const;
+  void count_on(std::size_t slot, Bytes bytes, int iteration) const;
+
+  LinkRoute route_;
+  mutable std::vector<LinkLoad> loads_;
+  mutable std::vector<LastRoute> last_routes_;          // [source rank]
+  std::vector<std::vector<std::uint32_t>> long_routes_; // [source rank]: a route longer than kInlineLinks
+  int latest_iteration_ = -1;                           // the iteration of the latest message counted
+  std::vector<std::size_t> found_;                      // scratch: the route as the topology gives it
 };
 
 } // namespace sparsim

@@ -48,9 +48,9 @@ void LinkLevelTransport::rank_finished(RankId rank)
 MessagePtr LinkLevelTransport::post_send(const PairFunction& pair, Outgoing outgoing)
 {
   // The route's link loads, counted now unless the route is chosen when the transfer starts (adaptive routing).
-  const std::span<const std::size_t> route =
+  const std::span<const std::uint32_t> route =
       link_loads_ ? link_loads_->add(outgoing.source, outgoing.dest, outgoing.bytes, outgoing.iteration)
-                  : std::span<const std::size_t>{};
+                  : std::span<const std::uint32_t>{};
   LinkMessage& fresh = spare_message();
   fresh.send_number = send_count_[outgoing.source]++;
   Pairing pairing = pair(spare_);
