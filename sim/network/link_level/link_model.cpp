@@ -6,9 +6,11 @@
 
 namespace sparsim {
 
-LinkSharingModel::LinkSharingModel(std::vector<LinkSpec> links)
+LinkSharingModel::LinkSharingModel(std::vector<LinkSpec> links, bool predicts)
     : specs_(std::move(links))
     , links_(specs_.size())
+    , predicts_(predicts)
+    , joining_(predicts ? specs_.size() : 0)
     , departures_(specs_.size())
 {
   for (std::size_t i = 0; i < specs_.size(); ++i) {
@@ -45,7 +47,8 @@ LinkSharingModel::FlowId LinkSharingModel::start(Seconds start, Bytes bytes, con
     if (flow.hop_count == kMaxSharedHops)
       throw std::length_error("LinkSharingModel: a route with more than 32 shared links");
     flow.hops[flow.hop_count++] = static_cast<std::uint32_t>(index);
-    links_[index].joining += flow.bytes;
+    if (predicts_)
+      joining_[index] += flow.bytes;
   }
   const Seconds ready = start + latency;
   // Unshared links carry it at their bandwidth; CM02 bounds the rate of a flow with latency by its window.
@@ -59,6 +62,8 @@ LinkSharingModel::FlowId LinkSharingModel::start(Seconds start, Bytes bytes, con
 
 Seconds LinkSharingModel::predicted_time(Seconds now, Bytes bytes, const std::vector<std::size_t>& route) const
 {
+  if (!predicts_)
+    throw std::logic_error("LinkSharingModel::predicted_time on a model made without predictions");
   Seconds latency = 0, busiest = 0;
   for (std::size_t index : route) {
     const LinkSpec& spec = specs_.at(index);
@@ -71,7 +76,7 @@ Seconds LinkSharingModel::predicted_time(Seconds now, Bytes bytes, const std::ve
         const double virtual_now = link.virtual_time + (now - link.updated) * link.bandwidth / flows;
         backlog += std::max(0.0, link.tag_sum - flows * virtual_now);
       }
-      backlog += link.joining;
+      backlog += joining_[index];
     }
     busiest = std::max(busiest, backlog / spec.bandwidth);
   }
@@ -164,7 +169,8 @@ void LinkSharingModel::join(FlowId id, Seconds now, std::vector<FlowId>& arrived
     const double tag = link.virtual_time + flow.bytes;
     link.flows.push({.tag = tag, .flow = id});
     link.tag_sum += tag;
-    link.joining -= flow.bytes;
+    if (predicts_)
+      joining_[index] -= flow.bytes;
     schedule_departure_after_joins(index, now);
   }
 }
@@ -211,7 +217,7 @@ void LinkSharingModel::DepartureQueue::set(std::uint32_t link, Seconds time)
     const Entry last = heap_.back();
     heap_.pop_back();
     position_[link] = kAbsent;
-    if (last.link != link) {
+    if (last.link() != link) {
       // The last entry fills the hole, moving up or down from it.
       if (slot > 0 && last < heap_[(slot - 1) / kArity])
         sift_up(slot, last);
@@ -220,7 +226,7 @@ void LinkSharingModel::DepartureQueue::set(std::uint32_t link, Seconds time)
     }
     return;
   }
-  const Entry entry{.time = time, .link = link};
+  const Entry entry(time, link);
   if (slot == kAbsent) {
     heap_.push_back(entry);
     sift_up(heap_.size() - 1, entry);
@@ -252,8 +258,7 @@ void LinkSharingModel::DepartureQueue::sift_down(std::size_t slot, Entry entry)
     const std::size_t last = std::min(first + kArity, heap_.size());
     std::size_t child = first;
     for (std::size_t c = first + 1; c < last; ++c)
-      if (heap_[c] < heap_[child])
-        child = c;
+      child = heap_[c] < heap_[child] ? c : child;
     if (!(heap_[child] < entry))
       break;
     place(slot, heap_[child]);

@@ -34,6 +34,7 @@
 #include "sim/base/units.hpp"
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -61,7 +62,9 @@ public:
   using FlowId = std::uint32_t;
   static constexpr Seconds kNever = std::numeric_limits<double>::infinity();
 
-  explicit LinkSharingModel(std::vector<LinkSpec> links);
+  // `predicts`: predicted_time() will be asked (adaptive routing); the model then also keeps, per link, the bytes
+  // of the flows about to join it.
+  explicit LinkSharingModel(std::vector<LinkSpec> links, bool predicts = false);
 
   // A flow of `bytes` over the links `route` (indices into the links, in route order) that starts at `start`
   // (no earlier than the last event handled). Returns its id, valid until it is reported arrived.
@@ -69,7 +72,8 @@ public:
 
   // How long a flow of `bytes` starting `now` on `route` would take to cross its busiest link if nothing else
   // joined: the route's latency plus, over its shared links, the largest (bytes still to serve there + bytes) /
-  // bandwidth, counting the flows that have started but not yet joined (adaptive routing's load estimate).
+  // bandwidth, counting the flows that have started but not yet joined (adaptive routing's load estimate). Only for
+  // a model made with `predicts` (std::logic_error otherwise).
   Seconds predicted_time(Seconds now, Bytes bytes, const std::vector<std::size_t>& route) const;
 
   // When the next thing happens (a flow joins its links, leaves a link, or arrives); kNever when nothing is
@@ -92,12 +96,12 @@ private:
     FlowId flow;
     bool operator>(const Departure& other) const { return tag != other.tag ? tag > other.tag : flow > other.flow; }
   };
-  struct Link {
+  // One cache line per link (what a join or a departure reads and writes).
+  struct alignas(64) Link {
     BytesPerSecond bandwidth = 0;
     double virtual_time = 0;
     Seconds updated = 0;      // real time of virtual_time
     double tag_sum = 0;       // sum of its flows' departure tags: their bytes left are tag_sum - n * virtual_time
-    double joining = 0;       // bytes of the flows that have started on routes through it and not yet joined
     bool rescheduled = false; // flows joined it at the current event time: its next departure is set after them
     std::priority_queue<Departure, std::vector<Departure>, std::greater<>> flows;
   };
@@ -128,23 +132,30 @@ private:
     {
     }
     bool empty() const { return heap_.empty(); }
-    std::uint32_t top() const { return heap_.front().link; }
-    Seconds top_time() const { return heap_.empty() ? kNever : heap_.front().time; }
+    std::uint32_t top() const { return heap_.front().link(); }
+    Seconds top_time() const { return heap_.empty() ? kNever : heap_.front().time(); }
     // Sets the link's next departure (kNever: none).
     void set(std::uint32_t link, Seconds time);
 
   private:
     static constexpr std::uint32_t kAbsent = std::numeric_limits<std::uint32_t>::max();
     static constexpr std::size_t kArity = 4;
+    // (time, link) as one 128-bit key: the bits of a time >= 0 order as the time does, so one integer
+    // comparison orders entries by time, then link, without a branch.
     struct Entry {
-      Seconds time;
-      std::uint32_t link;
-      bool operator<(const Entry& other) const { return time != other.time ? time < other.time : link < other.link; }
+      unsigned __int128 key;
+      Entry(Seconds time, std::uint32_t link)
+          : key(static_cast<unsigned __int128>(std::bit_cast<std::uint64_t>(time + 0.0)) << 32 | link) // -0 as +0
+      {
+      }
+      Seconds time() const { return std::bit_cast<Seconds>(static_cast<std::uint64_t>(key >> 32)); }
+      std::uint32_t link() const { return static_cast<std::uint32_t>(key); }
+      bool operator<(const Entry& other) const { return key < other.key; }
     };
     void place(std::size_t slot, const Entry& entry)
     {
       heap_[slot] = entry;
-      position_[entry.link] = static_cast<std::uint32_t>(slot);
+      position_[entry.link()] = static_cast<std::uint32_t>(slot);
     }
     void sift_up(std::size_t slot, Entry entry);
     void sift_down(std::size_t slot, Entry entry);
@@ -166,6 +177,9 @@ private:
 
   std::vector<LinkSpec> specs_;
   std::vector<Link> links_;
+  bool predicts_;
+  std::vector<double> joining_; // [link], with predicts_: bytes of the flows that started on routes through it and
+                                // have not joined it yet
   std::vector<Flow> flows_;
   std::vector<FlowId> free_flows_;
   DepartureQueue departures_;

@@ -9,7 +9,7 @@ LinkLevelTransport::LinkLevelTransport(int ranks, RankParking& parking, std::vec
                                        LinkLoadCounter* link_loads)
     : ranks_(ranks)
     , parking_(parking)
-    , network_(std::move(links))
+    , network_(std::move(links), route.chosen_at_start())
     , route_(std::move(route))
     , link_loads_(link_loads)
     , active_(ranks) // every rank starts running at time 0
