@@ -170,8 +170,6 @@ void FiberRanks::switch_to(int from, int to)
   }
   switching_from_ = from;
   entering_ = to;
-  if (to != kScheduler)
-    prefetch_canary(to); // checked when `to` switches out: its lines load while it runs
 #ifdef SPARSIM_ANNOTATE_FIBERS
   const bool from_ends = from != kScheduler && states_[from] == State::finished;
   const void* bottom = to == kScheduler ? scheduler_stack_bottom_ : stack_bottom(to);
@@ -227,13 +225,6 @@ std::byte* FiberRanks::stack_bottom(RankId rank) const { return stacks_ + static
 std::size_t FiberRanks::stack_size(RankId rank) const
 {
   return stride_ - static_cast<std::size_t>(rank % kColours) * kCacheLine;
-}
-
-void FiberRanks::prefetch_canary(RankId rank) const
-{
-  const std::byte* bottom = stack_bottom(rank);
-  for (std::size_t line = 0; line < kCanaryWords * sizeof(kCanaryWord); line += kCacheLine)
-    __builtin_prefetch(bottom + line);
 }
 
 bool FiberRanks::canary_intact(RankId rank) const

@@ -76,8 +76,6 @@ private:
   int next_due();
   // Whether `rank`'s stack canary is intact (false: the rank overflowed its stack).
   bool canary_intact(RankId rank) const;
-  // Starts loading `rank`'s canary into the cache, so that the check when it switches out does not wait for it.
-  void prefetch_canary(RankId rank) const;
   // Resumes every rank that has started and not returned so that it unwinds from its wait.
   void unwind_waiting_ranks();
   std::byte* stack_bottom(RankId rank) const;
