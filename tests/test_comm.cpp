@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <random>
 #include <simgrid/s4u.hpp>
 
 #include <gtest/gtest.h>
@@ -406,4 +407,61 @@ TEST(Communicator, TakeBundleChecksTheLayoutTheReceiverExpects)
   EXPECT_TRUE(right_layout_taken);
   EXPECT_TRUE(wrong_owners_refused);
   EXPECT_TRUE(wrong_sizes_refused);
+}
+
+// The link loads are held per source and added later (link_loads.hpp): the result must equal counting every
+// message on every link of its route at once, for routes that change, routes longer than the inline ones, routes
+// per message, empty messages and iterations.
+TEST(LinkLoadCounter, EqualsCountingEachMessageOnItsRouteAtOnce)
+{
+  constexpr int kRanks = 6;
+  constexpr std::size_t kSlots = 40;
+  for (const bool per_message : {false, true}) {
+    // A route of 1 to 12 links that depends on the pair (and, per message, on the message number).
+    LinkRoute route;
+    route.per_message = per_message;
+    route.find = [per_message](RankId source, RankId dest, std::uint64_t message, std::vector<std::size_t>& slots) {
+      const std::uint64_t key = static_cast<std::uint64_t>(source * 7 + dest * 13) + (per_message ? message : 0);
+      const std::size_t length = 1 + key % 12;
+      for (std::size_t i = 0; i < length; ++i)
+        slots.push_back((key * 5 + i * 3) % kSlots);
+    };
+    LinkLoadCounter counter(kRanks, route, kSlots);
+    std::vector<LinkLoad> expected(kSlots);
+    std::vector<std::uint64_t> sends(kRanks, 0);
+    std::mt19937_64 rng(per_message ? 2 : 1);
+    for (int iteration = 0; iteration < 3; ++iteration)
+      for (int m = 0; m < 200; ++m) {
+        const RankId source = static_cast<RankId>(rng() % kRanks);
+        const RankId dest = static_cast<RankId>(rng() % 3 == 0 ? rng() % kRanks : (source + 1) % kRanks);
+        const Bytes bytes = rng() % 5 == 0 ? 0 : rng() % 1000;
+        std::vector<std::size_t> slots;
+        route.find(source, dest, sends[source]++, slots);
+        const std::span<const std::uint32_t> returned = counter.add(source, dest, bytes, iteration);
+        ASSERT_TRUE(std::equal(returned.begin(), returned.end(), slots.begin(), slots.end()));
+        for (const std::size_t slot : slots) {
+          LinkLoad& load = expected[slot];
+          load.crossed = true;
+          if (load.current_iteration != iteration)
+            load = {.crossed = true,
+                    .total = load.total,
+                    .iteration_max = load.iteration_max,
+                    .current_iteration = iteration};
+          load.current += bytes;
+          load.total += bytes;
+          load.iteration_max = std::max(load.iteration_max, load.current);
+        }
+        if (m % 67 == 0) { // read in the middle of an iteration too
+          const std::vector<LinkLoad>& loads = counter.loads();
+          for (std::size_t s = 0; s < kSlots; ++s)
+            ASSERT_EQ(loads[s].total, expected[s].total) << "slot " << s;
+        }
+      }
+    const std::vector<LinkLoad>& loads = counter.loads();
+    for (std::size_t s = 0; s < kSlots; ++s) {
+      EXPECT_EQ(loads[s].crossed, expected[s].crossed) << "slot " << s;
+      EXPECT_EQ(loads[s].total, expected[s].total) << "slot " << s;
+      EXPECT_EQ(loads[s].iteration_max, expected[s].iteration_max) << "slot " << s;
+    }
+  }
 }

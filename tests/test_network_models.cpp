@@ -136,6 +136,19 @@ TEST(LinkSharingModel, RejectsLinksWithoutBandwidth)
   EXPECT_THROW(LinkSharingModel(std::vector<LinkSpec>{{.bandwidth = 0}}), std::invalid_argument);
 }
 
+// The bytes about to join a link are kept only for a model that predicts (adaptive routing): a prediction from
+// one that does not would miss them, so it is refused. One that does counts them.
+TEST(LinkSharingModel, PredictsOnlyWhenMadeToAndCountsTheBytesAboutToJoin)
+{
+  LinkSharingModel plain(std::vector<LinkSpec>{{.bandwidth = 1e9, .latency = 1e-6}});
+  EXPECT_THROW(plain.predicted_time(0, 1000, {0}), std::logic_error);
+
+  LinkSharingModel predicting(std::vector<LinkSpec>{{.bandwidth = 1e9, .latency = 1e-6}}, true);
+  EXPECT_DOUBLE_EQ(predicting.predicted_time(0, 1000, {0}), 1e-6 + 1000 / 1e9);
+  predicting.start(0, 4000, {0}); // joins at 1 us: until then its bytes are about to join
+  EXPECT_DOUBLE_EQ(predicting.predicted_time(0, 1000, {0}), 1e-6 + 5000 / 1e9);
+}
+
 // --- Patterns on both models -----------------------------------------------------------------------------
 
 const std::filesystem::path kConfigs = std::filesystem::path(SPARSIM_SOURCE_DIR) / "configs";
