@@ -1,4 +1,4 @@
-// Link loads (links.csv): every message adds its bytes, when its send is posted, to each link of its route.
+// Link loads (links.csv): every message counts its bytes, when its send is posted, on each link of its route.
 // Links are numbered by the caller as "slots" (the driver: each direction of each graph link, then the
 // loopback; sim/run/link_labels.hpp), so this counter knows no topology and no network model.
 #pragma once
