@@ -82,6 +82,18 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
     else if (config.is_sparse())
       add("sparse verification (24 bytes per entry of U, 1.5 bits per index)", 24 * std::min(P * k, n) + 3 * n / 16);
   }
+  // What every run holds besides its data, measured on this project's machine (docs/scale.md, "What the estimate
+  // leaves out"): the program and its libraries; the platform, about 620 bytes per link (Piz Daint and aries_16k
+  // alike); and per rank its stack as far as it reaches and its state in the transport, matcher and counters:
+  // 13 KB for the dense ring (whose stack reaches 8 KiB), with the sparse collectives' stacks reaching 28 KiB.
+  constexpr double kProgramBytes = 34e6;
+  constexpr double kPlatformBytesPerLink = 620;
+  const double per_rank = config.is_sparse() ? 33e3 : 13e3;
+  add("program and libraries", kProgramBytes);
+  if (config.topology)
+    add("platform (620 bytes per link)", kPlatformBytesPerLink * static_cast<double>(config.topology->link_count()));
+  add(config.is_sparse() ? "ranks' stacks and state (33 KB per rank)" : "ranks' stacks and state (13 KB per rank)",
+      P * per_rank);
   // Every rank's record of every iteration lives to the end of the run (it becomes ranks.csv): the record, its
   // phases' counts and their rows, for about 4 phases a record (the dense ring has 2, Ok-Topk up to 9).
   constexpr double kPhasesPerRecord = 4;
