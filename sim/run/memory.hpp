@@ -1,7 +1,8 @@
 // Memory a run will need, estimated before it starts, so that a run that cannot fit is refused with the
 // estimate in the message instead of dying out of memory half-way.
 //
-// What dominates (docs/ARCHITECTURE.md, "Known limits"): sparse runs keep a dense residual of n floats per
+// Besides the data, every run holds the program, the platform and a part per rank (docs/scale.md). What
+// dominates (docs/ARCHITECTURE.md, "Known limits"): sparse runs keep a dense residual of n floats per
 // rank plus one shared gradient buffer; dense runs with real data keep n floats per rank plus the blocks in
 // flight; verification keeps two n-long double vectors; selections are O(P k), messages are views of them,
 // gathered results are shared and every rank keeps P pointers after an allgather (O(P^2)).
