@@ -35,7 +35,7 @@ std::span<const std::uint32_t> LinkLoadCounter::add(RankId source, RankId dest, 
     }
     std::copy(found_.begin(), found_.end(), links);
   }
-  last.held_iteration = iteration;
+  last.holding = true;
   last.held_bytes += bytes;
   return links_of(source);
 }
@@ -63,11 +63,11 @@ std::span<const std::uint32_t> LinkLoadCounter::links_of(RankId source) const
 void LinkLoadCounter::add_held(RankId source) const
 {
   LastRoute& last = last_routes_[source];
-  if (last.held_iteration < 0)
+  if (!last.holding)
     return;
   for (const std::uint32_t slot : links_of(source))
-    count_on(slot, last.held_bytes, last.held_iteration);
-  last.held_iteration = -1;
+    count_on(slot, last.held_bytes, latest_iteration_);
+  last.holding = false;
   last.held_bytes = 0;
 }
 

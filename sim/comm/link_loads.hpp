@@ -68,7 +68,7 @@ private:
   struct alignas(64) LastRoute {
     RankId dest = -1;
     std::uint32_t length = 0; // links in the route: in `links` up to kInlineLinks, else in long_routes_[source]
-    int held_iteration = -1;  // the iteration of the bytes held (-1: none held)
+    bool holding = false;     // it sent on the route in the latest iteration and its bytes are not added yet
     Bytes held_bytes = 0;
     std::uint64_t sends = 0; // the source's count of sends
     std::array<std::uint32_t, kInlineLinks> links{};
@@ -82,7 +82,7 @@ private:
   mutable std::vector<LinkLoad> loads_;
   mutable std::vector<LastRoute> last_routes_;          // [source rank]
   std::vector<std::vector<std::uint32_t>> long_routes_; // [source rank]: a route longer than kInlineLinks
-  int latest_iteration_ = -1;                           // the iteration of the latest message counted
+  int latest_iteration_ = -1;                           // the iteration of the latest message (and of every held byte)
   std::vector<std::size_t> found_;                      // scratch: the route as the topology gives it
 };
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unistd.h>
 
@@ -20,7 +21,7 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
   const double k = static_cast<double>(config.workload.k);
   const double element = config.workload.wire.index_bytes + config.workload.wire.value_bytes;
   MemoryEstimate estimate;
-  auto add = [&](const char* what, double bytes) {
+  auto add = [&](std::string_view what, double bytes) {
     estimate.bytes += bytes;
     estimate.breakdown += fmt::format("{}{} {}", estimate.breakdown.empty() ? "" : " + ", what, format_bytes(bytes));
   };
@@ -92,8 +93,7 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
   add("program and libraries", kProgramBytes);
   if (config.topology)
     add("platform (620 bytes per link)", kPlatformBytesPerLink * static_cast<double>(config.topology->link_count()));
-  add(config.is_sparse() ? "ranks' stacks and state (33 KB per rank)" : "ranks' stacks and state (13 KB per rank)",
-      P * per_rank);
+  add(fmt::format("ranks' stacks and state ({:.0f} KB per rank)", per_rank / 1e3), P * per_rank);
   // Every rank's record of every iteration lives to the end of the run (it becomes ranks.csv): the record, its
   // phases' counts and their rows, for about 4 phases a record (the dense ring has 2, Ok-Topk up to 9).
   constexpr double kPhasesPerRecord = 4;
