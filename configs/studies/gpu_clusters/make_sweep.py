@@ -12,9 +12,13 @@ the node-aware dense allreduce (ranks_per_node = the machine's GPUs per node). P
 between two switches of a group on their one link. Then P = 64 for the dense baselines and the three sparse
 algorithms that lead at P = 32 or show the trend (TopkA, gTopk, Ok-Topk), on Piz Daint, the H100 machine and
 Slingshot with adaptive routing (a point of full VGG-16 at P = 64 takes about 80 s and 4 GiB), and last the
-other two sparse algorithms (SparCML's DSAR, Gaussiank) at P = 64; then P = 128 in the same two steps (about
-8 GiB a point: run it with --jobs 1 on a 24 GiB machine).
-Usage: python3 make_sweep.py  (from this folder; rewrites sweep.json and ../ci_small/gpu_clusters.json)
+other two sparse algorithms (SparCML's DSAR, Gaussiank) at P = 64; then P = 128 and P = 256 in the same two steps
+(about 8 and 15 GiB a point: run them with --jobs 1 on a 24 GiB machine). Last P = 512 for the dense baselines,
+TopkA, gTopk and Ok-Topk, whose sparse points draw the candidates generation with the mean-field residual (the
+dense residuals would need 28 GiB); residual_check.json runs gTopk and Ok-Topk at P = 256 on Piz Daint that way,
+to compare the two residual models where both fit.
+Usage: python3 make_sweep.py  (from this folder; rewrites sweep.json, residual_check.json and
+../ci_small/gpu_clusters.json)
 """
 import json
 
@@ -37,6 +41,13 @@ ALGORITHMS = [
 LARGE_P_ALGORITHMS = [a for a in ALGORITHMS if a["algorithm.name"] in
                       ("dense_ring", "dense_hierarchical", "topka", "gtopk", "oktopk")]
 OTHER_ALGORITHMS = [a for a in ALGORITHMS if a not in LARGE_P_ALGORITHMS]
+# From P = 512 on, P dense residuals of full VGG-16 (P n floats, 28 GiB at P = 512) exceed the machine: the
+# sparse algorithms' gradients come from the candidates generation with the mean-field residual (docs/gradients.md).
+SCALE_MODE = {"gradients.generation": "candidates", "selection.residual": "mean_field"}
+
+
+def at_scale(algorithms):
+    return [a if a["algorithm.name"].startswith("dense") else dict(a, **SCALE_MODE) for a in algorithms]
 
 
 def base(n, iterations):
@@ -80,7 +91,14 @@ write("sweep.json", {"name": "gpu_clusters", "base": base(14728266, 3), "points"
                                    + grid([64], [MACHINES[0], MACHINES[1], ADAPTIVE_SLINGSHOT], LARGE_P_ALGORITHMS)
                                    + grid([64], [MACHINES[0], MACHINES[1], ADAPTIVE_SLINGSHOT], OTHER_ALGORITHMS)
                                    + grid([128], [MACHINES[0], MACHINES[1], ADAPTIVE_SLINGSHOT], LARGE_P_ALGORITHMS)
-                                   + grid([128], [MACHINES[0], MACHINES[1], ADAPTIVE_SLINGSHOT], OTHER_ALGORITHMS)})
+                                   + grid([128], [MACHINES[0], MACHINES[1], ADAPTIVE_SLINGSHOT], OTHER_ALGORITHMS)
+                                   + grid([256], [MACHINES[0], MACHINES[1], ADAPTIVE_SLINGSHOT], LARGE_P_ALGORITHMS)
+                                   + grid([256], [MACHINES[0], MACHINES[1], ADAPTIVE_SLINGSHOT], OTHER_ALGORITHMS)
+                                   + grid([512], [MACHINES[0], MACHINES[1], ADAPTIVE_SLINGSHOT], at_scale(LARGE_P_ALGORITHMS))})
+# The switch of residual model at P = 512, checked where both fit: Ok-Topk and gTopk at P = 256 on Piz Daint with the
+# mean-field residual, beside the sweep's dense-residual points.
+write("residual_check.json", {"name": "gpu_clusters_residual_check", "base": base(14728266, 3),
+                              "points": grid([256], [MACHINES[0]], at_scale([a for a in ALGORITHMS if a["algorithm.name"] in ("gtopk", "oktopk")]))})
 # CI: P = 8 and 16 on a 2^20-entry slice of the model, two iterations.
 ci = base(2**20, 2)
 ci["name"] = "ci_gpu_clusters"
