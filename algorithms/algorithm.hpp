@@ -121,6 +121,16 @@ public:
   // selection.policy other than "exact" is a config error.
   enum class LocalSelection { exact_top_k, threshold_reuse, gaussian_fit, within_collective };
   virtual LocalSelection default_local_selection() const { return LocalSelection::exact_top_k; }
+  // What the collective holds at its peak, over all ranks, besides the selections, the reduced regions and U
+  // (which the memory estimate counts for every sparse collective): the per-rank bookkeeping that grows with P
+  // (a pointer per gathered part, a cut and a count per region), found with Valgrind's massif and checked
+  // against peak RSS, with what the allocator keeps beyond it where that was measured (docs/scale.md). The
+  // estimate adds no margin to it. One term per structure, named for `sparsim validate` (sim/run/memory.cpp).
+  struct HeldMemory {
+    std::string what;
+    double bytes = 0;
+  };
+  virtual std::vector<HeldMemory> held_memory(const CostInputs& in) const = 0;
   virtual std::unique_ptr<SparseRankState> make_rank_state(RankId /*rank*/, int /*ranks*/, std::uint64_t /*n*/) const
   {
     return nullptr;

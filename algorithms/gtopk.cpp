@@ -66,6 +66,9 @@ public:
     return cf;
   }
 
+  // Nothing that grows with P: a rank holds its set and the one it merges (O(k), counted with the selections).
+  std::vector<HeldMemory> held_memory(const CostInputs&) const override { return {}; }
+
   std::shared_ptr<const SparseVector> allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
                                                 SparseReport& report) const override
   {

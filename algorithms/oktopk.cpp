@@ -158,9 +158,21 @@ public:
   std::unique_ptr<SparseRankState> make_rank_state(RankId, int ranks, std::uint64_t n) const override
   {
     auto state = std::make_unique<State>();
+    state->boundaries.reserve(ranks + 1);
     for (int j = 0; j <= ranks; ++j)
       state->boundaries.push_back(block_begin(n, ranks, j)); // static equal regions until repartitioned
     return state;
+  }
+
+  // At the split, per rank and region: the boundary (8 bytes, kept until the next repartition), the cut in the
+  // rank's selection (4), the slice received from each source (24) and the count it announced (4); the
+  // allgathers after it hold less (massif at P = 1024). Peak RSS grows by 16 P^2 bytes more (P = 1024 to 8192,
+  // docs/scale.md): memory the allocator keeps, most likely the repartition allreduce's freed buffers.
+  std::vector<HeldMemory> held_memory(const CostInputs& in) const override
+  {
+    const double P = in.ranks;
+    return {{"boundaries, region cuts, slices and counts (40 P^2 bytes)", 40 * P * P},
+            {"the allocator's beyond them, measured (16 P^2 bytes)", 16 * P * P}};
   }
 
   std::shared_ptr<const SparseVector> allreduce(Communicator& comm, const SparseInput& input,
@@ -206,6 +218,7 @@ private:
     const int P = comm.size();
     const std::size_t m = selection.size();
     std::vector<std::int64_t> quantiles;
+    quantiles.reserve(P - 1);
     for (int j = 1; j < P; ++j) {
       const std::size_t position = reference_quantiles ? j * (m / P) : j * m / P;
       quantiles.push_back(m >= static_cast<std::size_t>(P) ? selection.indices[position]
@@ -214,7 +227,11 @@ private:
     const std::vector<std::int64_t> sums = allreduce_sum(
         comm, quantiles, kRepartitionTag,
         params.repartition_by_halving ? IntegerAllreduce::rabenseifner : IntegerAllreduce::recursive_doubling);
-    std::vector<std::uint64_t> boundaries{0};
+    // Sized exactly: every rank keeps its boundaries until the next repartition (8 P^2 bytes over all ranks;
+    // grown by push_back they held twice that).
+    std::vector<std::uint64_t> boundaries;
+    boundaries.reserve(P + 1);
+    boundaries.push_back(0);
     for (int j = 1; j < P; ++j)
       boundaries.push_back(std::clamp<std::uint64_t>(sums[j - 1] / P, boundaries.back(), n));
     boundaries.push_back(n);
@@ -231,7 +248,7 @@ private:
     // Count exchange: an alltoall of one integer, in the same steps and waves as the data (posting all P-1
     // at once would also be slow to simulate: SimGrid's cost per event grows with the flows in flight).
     auto schedule = [&](int step) { return oktopk_split_step(r, P, step, params_.rotation); };
-    std::vector<std::int64_t> announced;
+    std::vector<std::uint32_t> announced;
     {
       auto scope = comm.phase("split_counts");
       announced = exchange_counts(comm, params_.bucket, schedule, slices, kCountsTag);
@@ -266,7 +283,7 @@ private:
                                      ? *comm.take<SparseSlice>(receives[0])
                                      : *rejoined(*comm.take<IndicesOf<SparseSlice>>(receives[0]),
                                                  *comm.take<ValuesOf<SparseSlice>>(receives[1]));
-            if (static_cast<std::int64_t>(parts[step.source].size()) != announced[step.source])
+            if (parts[step.source].size() != announced[step.source])
               throw std::logic_error("oktopk: a region slice differs from its announced count");
           });
     }

@@ -204,6 +204,14 @@ public:
     return cf;
   }
 
+  // The reduce-scatter's boundaries (8 bytes per rank and region), cuts (4) and received slices (24) end before
+  // the allgather, whose gathered regions (16) and bundles in flight hold less (measured with massif at P = 1024).
+  std::vector<HeldMemory> held_memory(const CostInputs& in) const override
+  {
+    const double P = in.ranks;
+    return {{"boundaries, region cuts and slices (36 P^2 bytes)", 36 * P * P}};
+  }
+
   std::shared_ptr<const SparseVector> allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
                                                 SparseReport&) const override
   {
@@ -211,32 +219,8 @@ public:
     const RankId r = comm.rank();
     auto region_begin = [&](int j) { return static_cast<Index>(block_begin(input.n, P, j)); };
 
-    // Phase 1, sparse reduce-scatter: each region's slice goes straight to its owner, destinations rotated
-    // so that every step is a permutation; the owner sums the slices in rank order.
-    std::vector<std::uint64_t> boundaries(P + 1);
-    for (int j = 0; j <= P; ++j)
-      boundaries[j] = region_begin(j);
-    const RegionSlices own(input.local_selection, boundaries); // views of the selection, one per region
-    auto schedule = [&](int s) { return rotated_step(r, P, s); };
-    if (encoding_ == Encoding::global) { // phase 0: the reference's exchange of the slices' sizes
-      auto scope = comm.phase("split_counts");
-      exchange_counts(comm, throttle_, schedule, own, kSplitCountsTag);
-    }
-    std::vector<SparseSlice> slices(P); // [source rank]
-    {
-      auto scope = comm.phase("reduce_scatter");
-      exchange_in_waves(
-          comm, throttle_, schedule,
-          [&](const ExchangeStep& step, std::vector<Request>& sends, std::vector<Request>& receives) {
-            sends.push_back(comm.isend(step.dest, kReduceScatterTag, own.payload(step.dest)));
-            receives.push_back(comm.irecv(step.source, kReduceScatterTag));
-          },
-          [&](const ExchangeStep& step, std::span<Request> receives) {
-            slices[step.source] = *comm.take<SparseSlice>(receives[0]);
-          });
-    }
-    slices[r] = own.slice(r);
-    SparseVector reduced = sum_received_in_order(comm, slices);
+    // Phase 1, sparse reduce-scatter (with phase 0 before it under the global switch).
+    SparseVector reduced = reduce_scatter(comm, input);
 
     // Phase 2 (global switch only): every rank learns the union's size, as the reference's allgather of
     // counts before its allgatherv.
@@ -284,6 +268,41 @@ public:
   }
 
 private:
+  // Each region's slice goes straight to its owner, destinations rotated so that every step is a permutation;
+  // the owner sums the slices in rank order. Its per-region cuts and received slices (36 P^2 bytes over all
+  // ranks) end with it, before the allgather.
+  SparseVector reduce_scatter(Communicator& comm, const SparseInput& input) const
+  {
+    const int P = comm.size();
+    const RankId r = comm.rank();
+    auto region_begin = [&](int j) { return static_cast<Index>(block_begin(input.n, P, j)); };
+
+    std::vector<std::uint64_t> boundaries(P + 1);
+    for (int j = 0; j <= P; ++j)
+      boundaries[j] = region_begin(j);
+    const RegionSlices own(input.local_selection, boundaries); // views of the selection, one per region
+    auto schedule = [&](int s) { return rotated_step(r, P, s); };
+    if (encoding_ == Encoding::global) { // phase 0: the reference's exchange of the slices' sizes
+      auto scope = comm.phase("split_counts");
+      exchange_counts(comm, throttle_, schedule, own, kSplitCountsTag);
+    }
+    std::vector<SparseSlice> slices(P); // [source rank]
+    {
+      auto scope = comm.phase("reduce_scatter");
+      exchange_in_waves(
+          comm, throttle_, schedule,
+          [&](const ExchangeStep& step, std::vector<Request>& sends, std::vector<Request>& receives) {
+            sends.push_back(comm.isend(step.dest, kReduceScatterTag, own.payload(step.dest)));
+            receives.push_back(comm.irecv(step.source, kReduceScatterTag));
+          },
+          [&](const ExchangeStep& step, std::span<Request> receives) {
+            slices[step.source] = *comm.take<SparseSlice>(receives[0]);
+          });
+    }
+    slices[r] = own.slice(r);
+    return sum_received_in_order(comm, slices);
+  }
+
   Encoding encoding_;
   int throttle_;
 };

@@ -86,6 +86,14 @@ public:
     return cf;
   }
 
+  // One sum per group of ranks and round (shared by the group): the groups of a round hold P k pairs at most
+  // between them, and a round's sums live until the next round's are taken. Nothing grows with P^2.
+  std::vector<HeldMemory> held_memory(const CostInputs& in) const override
+  {
+    const double pairs = 2.0 * in.ranks * static_cast<double>(in.k);
+    return {{"group sums (2 P k pairs)", pairs * (in.wire.index_bytes + in.wire.value_bytes)}};
+  }
+
   std::shared_ptr<const SparseVector> allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
                                                 SparseReport&) const override
   {

@@ -212,6 +212,14 @@ public:
     return cf;
   }
 
+  // The team's allgather of its final blocks (every rank a pointer per block of its team, Q = P/d of them);
+  // the reduce-scatter's bundles hold O(P) pointers.
+  std::vector<HeldMemory> held_memory(const CostInputs& in) const override
+  {
+    const double P = in.ranks;
+    return {{"gathered blocks and Bruck's bundles (32 P Q bytes)", kBruckAllgatherBytesPerPart * P * (P / teams_)}};
+  }
+
   std::shared_ptr<const SparseVector> allreduce(Communicator& comm, const SparseInput& input, SparseRankState* state,
                                                 SparseReport& report) const override
   {

@@ -162,11 +162,11 @@ void exchange_in_waves(Communicator& comm, int wave, Schedule&& schedule, Post&&
 // slices send first, posted in the same steps and waves as the slices that follow; returns the counts the
 // sources announced, [source rank] (0 for this rank).
 template <class Schedule>
-std::vector<std::int64_t> exchange_counts(Communicator& comm, int wave, Schedule&& schedule, const RegionSlices& slices,
-                                          Tag tag)
+std::vector<std::uint32_t> exchange_counts(Communicator& comm, int wave, Schedule&& schedule,
+                                           const RegionSlices& slices, Tag tag)
 {
   const int P = comm.size();
-  std::vector<std::int64_t> announced(P, 0);
+  std::vector<std::uint32_t> announced(P, 0); // a slice holds at most n < 2^32 entries
   exchange_in_waves(
       comm, wave, schedule,
       [&](const ExchangeStep& step, std::vector<Request>& sends, std::vector<Request>& receives) {
@@ -175,7 +175,7 @@ std::vector<std::int64_t> exchange_counts(Communicator& comm, int wave, Schedule
         receives.push_back(comm.irecv(step.source, tag));
       },
       [&](const ExchangeStep& step, std::span<Request> receives) {
-        announced[step.source] = comm.take<Count>(receives[0])->value;
+        announced[step.source] = static_cast<std::uint32_t>(comm.take<Count>(receives[0])->value);
       });
   return announced;
 }

@@ -45,6 +45,14 @@ public:
     return cf;
   }
 
+  std::vector<HeldMemory> held_memory(const CostInputs& in) const override
+  {
+    const double parts = static_cast<double>(in.ranks) * in.ranks; // every rank gathers every rank's selection
+    if (allgather_ == "ring")
+      return {{"gathered parts (16 P^2 bytes)", kRingAllgatherBytesPerPart * parts}};
+    return {{"gathered parts and Bruck's bundles (32 P^2 bytes)", kBruckAllgatherBytesPerPart * parts}};
+  }
+
   std::shared_ptr<const SparseVector> allreduce(Communicator& comm, const SparseInput& input, SparseRankState*,
                                                 SparseReport&) const override
   {

@@ -4,6 +4,8 @@
 // - other iterations: U = the entries of the union sum with |value| > gth, gth being the threshold the
 //   algorithm reports it used (the correction rule that produced it is tested through the run's drift).
 #include "algorithms/oktopk.hpp"
+#include "sim/data/sparse_ops.hpp"
+#include "sim/run/config.hpp"
 #include "sim/run/driver.hpp"
 #include "sim/run/selection_stage.hpp"
 #include "sparse_harness.hpp"
@@ -304,4 +306,39 @@ TEST(OkTopk, ExactQuantilesSpreadTheSameInput)
   const Bytes element = 8;
   for (int r = 0; r < P; ++r)
     EXPECT_LE(run.phase(0, r, "split").bytes_recv, 2 * (P - 1) * element) << "rank " << r;
+}
+
+// The memory estimate's term for what each collective holds grows with P^2 and must cover the structures the code
+// keeps per rank and region or gathered part (their sizes here, so a structure that grows without its term
+// fails); measured against peak heap and RSS in docs/scale.md.
+TEST(HeldMemory, CoversWhatEachRankKeepsPerRegionAndPerGatheredPart)
+{
+  auto held_bytes = [](const std::string& algorithm, int ranks) {
+    const nlohmann::json json = {
+        {"ranks", ranks},
+        {"topology", {{"type", "star"}, {"nodes", ranks}, {"bandwidth", "10Gbps"}, {"latency", "1us"}}},
+        {"workload", {{"n", 1 << 20}, {"density", 0.01}}},
+        {"algorithm", {{"name", algorithm}}}};
+    const ExperimentConfig config = parse_config(json, SPARSIM_SOURCE_DIR);
+    CostInputs in;
+    in.ranks = ranks;
+    in.n = config.workload.n;
+    in.k = config.workload.k;
+    in.wire = config.workload.wire;
+    double bytes = 0;
+    for (const auto& term : config.sparse_algorithm()->held_memory(in))
+      bytes += term.bytes;
+    return bytes;
+  };
+  const double P = 64;
+  // Ok-Topk's split: a boundary, a cut in the selection, the slice received and the count announced.
+  const double split = sizeof(std::uint64_t) + sizeof(std::uint32_t) + sizeof(SparseSlice) + sizeof(std::uint32_t);
+  EXPECT_GE(held_bytes("oktopk", P), split * P * P);
+  // SparCML's reduce-scatter: the same but the count (its counts end before the slices arrive).
+  EXPECT_GE(held_bytes("sparcml_ssar_split_allgather", P), (split - sizeof(std::uint32_t)) * P * P);
+  // An allgather: a pointer per part on every rank; Gaussiank keeps four such arrays at once.
+  EXPECT_GE(held_bytes("topka", P), sizeof(std::shared_ptr<const SparseVector>) * P * P);
+  EXPECT_GE(held_bytes("gaussiank", P), 4 * sizeof(std::shared_ptr<const SparseVector>) * P * P);
+  // gTopk's tree holds nothing per rank pair.
+  EXPECT_EQ(held_bytes("gtopk", P), 0);
 }

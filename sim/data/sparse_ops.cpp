@@ -113,8 +113,8 @@ std::size_t position_of(const SparseVector& v, Index i)
 
 SparseSlice slice_of(std::shared_ptr<const SparseVector> v, Index begin, Index end)
 {
-  const std::size_t first = position_of(*v, begin);
-  const std::size_t last = position_of(*v, end);
+  const auto first = static_cast<std::uint32_t>(position_of(*v, begin));
+  const auto last = static_cast<std::uint32_t>(position_of(*v, end));
   return {std::move(v), first, last};
 }
 

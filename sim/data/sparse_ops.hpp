@@ -25,8 +25,10 @@ SparseVector sum_in_order(std::span<const SparseVector* const> parts);
 // slices of a rank's selection to the ranks that own the index ranges).
 struct SparseSlice {
   std::shared_ptr<const SparseVector> whole;
-  std::size_t first = 0; // positions [first, last) of `whole`
-  std::size_t last = 0;
+  // Positions [first, last) of `whole`: 32 bits, as a selection holds at most n < 2^32 entries (a slice is 24
+  // bytes; every rank holds one per region during a split).
+  std::uint32_t first = 0;
+  std::uint32_t last = 0;
 
   std::size_t size() const { return last - first; }
   SparseView view() const

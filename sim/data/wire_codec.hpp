@@ -188,7 +188,7 @@ template <class V> std::shared_ptr<const V> as_payload(std::shared_ptr<const Spa
   if constexpr (std::is_same_v<V, SparseVector>) {
     return whole;
   } else {
-    const std::size_t size = whole->size();
+    const auto size = static_cast<std::uint32_t>(whole->size());
     return std::make_shared<const SparseSlice>(SparseSlice{std::move(whole), 0, size});
   }
 }

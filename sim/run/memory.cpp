@@ -25,12 +25,14 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
     estimate.bytes += bytes;
     estimate.breakdown += fmt::format("{}{} {}", estimate.breakdown.empty() ? "" : " + ", what, format_bytes(bytes));
   };
-  double arrays = 0; // the residuals and dense vectors: arrays of known size, no margin needed
+  // The residuals and dense vectors (arrays of known size) and the collective's held memory (measured as peak
+  // RSS, the allocator's share included): no margin needed.
+  double exact = 0;
   if (config.is_sparse()) {
     // A collective that selects within itself (SparDL) keeps every rank's dense acc, residual or not.
     if (config.selection.residual == ResidualKind::dense || config.selects_within_collective()) {
-      arrays = P * n * 4;
-      add(config.selects_within_collective() ? "accs (P*n floats)" : "residuals (P*n floats)", arrays);
+      exact = P * n * 4;
+      add(config.selects_within_collective() ? "accs (P*n floats)" : "residuals (P*n floats)", exact);
     }
     if (config.selection.residual == ResidualKind::mean_field) {
       // The shared distribution (12 bytes per entry), a plan's proposal and level per entry while it is built
@@ -54,24 +56,20 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
     add("selections (P*k pairs)", P * k * element);
     // Reduced regions and the shared U: each at most the union of the selections.
     add("reduced regions and U", 2 * std::min(P * k, n) * element);
-    // Allgathers leave every rank a pointer to every rank's part (P^2 shared pointers of 16 bytes), and the
-    // last step of Bruck's allgather has half of them in flight (with their owners): 32 bytes per P^2 in all.
-    // Split and reduce-scatter phases keep per (rank, region) a cut position (4 bytes), the slice its owner
-    // received (32 bytes) and the count announced for it (8 bytes) until the owner has summed them; they end
-    // before the allgathers start, so the larger of the two counts.
-    const std::string name = config.algorithm ? config.algorithm->name() : "";
-    if (name == "oktopk" || (name.starts_with("sparcml_") && name.ends_with("_split_allgather")))
-      add("region slices and counts (44 P^2 bytes, more than the allgathers' 32 P^2)", P * P * 44);
-    else
-      add("gathered parts (32 P^2 bytes)", P * P * 32);
-    // Recursive doubling: one sum per group of ranks and round (shared by the group); the groups of a round
-    // hold P k pairs at most between them, and a round's sums live until the next round's are taken.
-    if (name == "sparcml_ssar_recursive_double")
-      add("group sums (2 P k pairs)", 2 * P * k * element);
+    // What the collective itself holds beyond them (pointers to gathered parts, per-region cuts): its own terms.
+    CostInputs sizes;
+    sizes.ranks = config.ranks;
+    sizes.n = config.workload.n;
+    sizes.k = config.workload.k;
+    sizes.wire = config.workload.wire;
+    for (const auto& term : config.sparse_algorithm()->held_memory(sizes)) {
+      add(term.what, term.bytes);
+      exact += term.bytes;
+    }
   } else if (config.workload.data == DataMode::real) {
     // Each rank's vector plus the blocks in flight (up to a whole vector per rank in recursive doubling).
-    arrays = 2 * P * n * 4;
-    add("vectors (2*P*n floats)", arrays);
+    exact = 2 * P * n * 4;
+    add("vectors (2*P*n floats)", exact);
   }
   if (config.verify) {
     // Dense results (and a sparse run's dense warm-up) against 2 n doubles; sparse results against sums kept
@@ -103,7 +101,7 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
   add("per-iteration records", estimate.records_bytes);
   // Heap the allocator keeps, actors, SimGrid's own state: Ok-Topk at P = 1024, n = 2^24, 1% peaked at 1.99 GiB
   // against 1.97 GiB for the terms above (docs/scale.md); the margin keeps the estimate on the safe side.
-  add("margin (15% of all but the arrays)", 0.15 * (estimate.bytes - arrays));
+  add("margin (15% of all but the arrays and the collective's held memory)", 0.15 * (estimate.bytes - exact));
   return estimate;
 }
 

@@ -5,7 +5,8 @@
 // dominates (docs/ARCHITECTURE.md, "Known limits"): sparse runs keep a dense residual of n floats per
 // rank plus one shared gradient buffer; dense runs with real data keep n floats per rank plus the blocks in
 // flight; verification keeps two n-long double vectors; selections are O(P k), messages are views of them,
-// gathered results are shared and every rank keeps P pointers after an allgather (O(P^2)).
+// gathered results are shared; what grows with P^2 (a pointer per gathered part, a cut and a slice per region on
+// every rank) each collective states itself (SparseAllreduce::held_memory).
 #pragma once
 
 #include "sim/run/config.hpp"
