@@ -45,6 +45,7 @@ public:
     return cf;
   }
 
+  // A pointer per gathered selection on every rank, and with Bruck's allgather its bundles in flight.
   std::vector<HeldMemory> held_memory(const CostInputs& in) const override
   {
     const double parts = static_cast<double>(in.ranks) * in.ranks; // every rank gathers every rank's selection

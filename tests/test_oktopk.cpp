@@ -320,13 +320,8 @@ TEST(HeldMemory, CoversWhatEachRankKeepsPerRegionAndPerGatheredPart)
         {"workload", {{"n", 1 << 20}, {"density", 0.01}}},
         {"algorithm", {{"name", algorithm}}}};
     const ExperimentConfig config = parse_config(json, SPARSIM_SOURCE_DIR);
-    CostInputs in;
-    in.ranks = ranks;
-    in.n = config.workload.n;
-    in.k = config.workload.k;
-    in.wire = config.workload.wire;
     double bytes = 0;
-    for (const auto& term : config.sparse_algorithm()->held_memory(in))
+    for (const auto& term : config.sparse_algorithm()->held_memory(config.cost_inputs()))
       bytes += term.bytes;
     return bytes;
   };

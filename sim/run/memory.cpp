@@ -57,12 +57,7 @@ MemoryEstimate estimate_memory(const ExperimentConfig& config)
     // Reduced regions and the shared U: each at most the union of the selections.
     add("reduced regions and U", 2 * std::min(P * k, n) * element);
     // What the collective itself holds beyond them (pointers to gathered parts, per-region cuts): its own terms.
-    CostInputs sizes;
-    sizes.ranks = config.ranks;
-    sizes.n = config.workload.n;
-    sizes.k = config.workload.k;
-    sizes.wire = config.workload.wire;
-    for (const auto& term : config.sparse_algorithm()->held_memory(sizes)) {
+    for (const auto& term : config.sparse_algorithm()->held_memory(config.cost_inputs())) {
       add(term.what, term.bytes);
       exact += term.bytes;
     }
